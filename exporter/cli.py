@@ -1,0 +1,161 @@
+"""The only module that knows about threads, signals, logging and the HTTP server."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from .config import Config, parse
+from .engine import Engine, Source, Stats
+from .harnesses import HARNESSES
+from .live import process_start
+from .metrics import ExporterCollector, StateCollector
+from .state import State
+from .views import landing_page, session_rows, table
+from .watch import Watcher
+
+log = logging.getLogger("exporter")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse(sys.argv[1:] if argv is None else argv, os.environ)
+    _logging(config)
+    if config.command == "sessions":
+        return _sessions(config)
+    if config.command == "metrics":
+        return _metrics(config)
+    return serve(config)
+
+
+class App:
+    """State, reader and registry for one configuration."""
+
+    def __init__(self, config: Config, *, process_metrics: bool = True) -> None:
+        self.config = config
+        self.state = State()
+        self.stats = Stats()
+        sources = [Source(HARNESSES[name](), home) for name, home in config.homes.items()]
+        self.engine = Engine(sources, self.state, self.stats)
+        agents = list(config.homes)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(StateCollector(self.state, agents, config.project))
+        self.registry.register(ExporterCollector(self.stats, agents))
+        if process_metrics:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+
+    def catch_up(self) -> None:
+        started, last = time.monotonic(), [time.monotonic()]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= 2.0 or (done == total and now - started >= 2.0):
+                last[0] = now
+                log.info("catching up: %d/%d files (%d%%)", done, total, 100 * done // total)
+
+        self.engine.catch_up(progress)
+        with self.state.lock:
+            self.state.refresh(time.time(), process_start)
+        log.info(
+            "caught up: %d files, %d sessions in %.1fs",
+            sum(self.stats.files.values()),
+            len(self.state.sessions),
+            time.monotonic() - started,
+        )
+
+
+def serve(config: Config) -> int:
+    from .web import Server
+
+    app = App(config)
+    ready, stop = threading.Event(), threading.Event()
+
+    def page() -> str:
+        rows = session_rows(app.state, config.project, history=False)
+        return landing_page(rows, config.telemetry_path, ready.is_set())
+
+    try:
+        server = Server(
+            (config.host, config.port), app.registry, config.telemetry_path, page, ready
+        )
+    except OSError as error:
+        log.error("cannot listen on %s:%d: %s", config.host, config.port, error)
+        return 1
+    server.start()
+    log.info("listening on http://%s:%d%s", config.host, config.port, config.telemetry_path)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    watcher = Watcher(app.engine.roots)
+    watcher.start()  # before catching up, so nothing written meanwhile is missed
+    try:
+        app.catch_up()
+        ready.set()
+        while not stop.is_set():
+            changed = watcher.changed(timeout=1.0)
+            if changed:
+                app.engine.changed(sorted(changed))
+    finally:
+        watcher.stop()
+        server.shutdown()
+        server.server_close()
+    return 0
+
+
+def _sessions(config: Config) -> int:
+    app = App(config, process_metrics=False)
+    app.catch_up()
+    rows = session_rows(app.state, config.project, history=config.all)
+    if config.json:
+        print(json.dumps(rows, indent=2))
+    elif rows:
+        print(table(rows))
+    else:
+        print("No live sessions." + ("" if config.all else " (--all lists history too)"))
+    return 0
+
+
+def _metrics(config: Config) -> int:
+    app = App(config)
+    app.catch_up()
+    sys.stdout.write(generate_latest(app.registry).decode())
+    return 0
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {
+                "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "msg": record.getMessage(),
+            }
+        )
+
+
+def _logging(config: Config) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if config.log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s"))
+    level = {"warn": "WARNING"}.get(config.log_level, config.log_level.upper())
+    logging.basicConfig(level=level, handlers=[handler], force=True)

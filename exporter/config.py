@@ -1,0 +1,169 @@
+"""Command line and environment → one frozen `Config`. Pure: argv and environ are parameters.
+
+Every flag has an environment variable: `CODING_AGENT_EXPORTER_` + the flag in upper snake case
+(`--web.listen-address` → `CODING_AGENT_EXPORTER_WEB_LISTEN_ADDRESS`). A flag beats its variable,
+a variable beats the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .harnesses import HARNESSES
+from .labels import ProjectLabel
+
+ENV_PREFIX = "CODING_AGENT_EXPORTER_"
+DEFAULT_LISTEN = "127.0.0.1:10464"
+DEFAULT_TELEMETRY_PATH = "/metrics"
+COMMANDS = ("serve", "sessions", "metrics")
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    command: str
+    host: str
+    port: int
+    telemetry_path: str
+    homes: dict[str, Path]  # enabled harness name → its home folder
+    project: ProjectLabel
+    log_level: str
+    log_format: str
+    json: bool = False
+    all: bool = False
+
+
+def env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace(".", "_").replace("-", "_").upper()
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:10464)")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def telemetry_path(text: str) -> str:
+    if not text.startswith("/") or text == "/":
+        raise argparse.ArgumentTypeError(f"{text!r} must start with / and not be / itself")
+    return text
+
+
+def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+
+    def add(flag: str, default: str, text: str, **kw: Any) -> None:
+        env = env_name(flag)
+        value = environ.get(env, default)
+        common.add_argument(
+            flag, default=value, help=f"{text} [env {env}] (default: %(default)s)", **kw
+        )
+
+    add(
+        "--web.listen-address",
+        DEFAULT_LISTEN,
+        "Address to serve /metrics and the landing page on.",
+        type=listen_address,
+        metavar="HOST:PORT",
+    )
+    add("--web.telemetry-path", DEFAULT_TELEMETRY_PATH, "Path of the metrics.", type=telemetry_path)
+    for name, harness in HARNESSES.items():
+        flag = f"--harness.{name}"
+        env = env_name(flag)
+        raw = environ.get(env, "true").strip().lower()
+        common.add_argument(
+            flag,
+            action=argparse.BooleanOptionalAction,
+            default=raw not in _FALSE,
+            help=f"Read {name} sessions. [env {env}] (default: enabled)",
+        )
+        home = harness.default_home(environ)
+        add(f"--{harness.home_flag}", str(home), f"{name} home folder.", metavar="DIR")
+    add(
+        "--label.project",
+        "path",
+        "How a session's cwd becomes the `project` label: path "
+        "(with $HOME shown as ~), basename, or none.",
+        choices=["path", "basename", "none"],
+    )
+    add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
+    add("--log.format", "text", "Log format.", choices=["text", "json"])
+    return common
+
+
+def parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    common = _flags(environ)
+    top = argparse.ArgumentParser(
+        prog="coding-agent-exporter",
+        description="Prometheus metrics (and the state of live sessions) from the session files "
+        "that AI coding agents write on this machine. Read-only: agent files are never written.",
+        epilog="examples:\n"
+        "  coding-agent-exporter               # serve http://127.0.0.1:10464/metrics\n"
+        "  coding-agent-exporter sessions      # live sessions, waiting-for-you first\n"
+        "  coding-agent-exporter sessions --all --json\n"
+        "  coding-agent-exporter metrics       # print one scrape and exit\n"
+        "Run `coding-agent-exporter serve --help` for every flag and its environment variable.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = top.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser(
+        "serve",
+        parents=[common],
+        help="catch up on history, then watch and serve /metrics (the default)",
+    )
+    sessions = commands.add_parser("sessions", parents=[common], help="list sessions once")
+    sessions.add_argument("--json", action="store_true", help="print one JSON array")
+    sessions.add_argument("--all", action="store_true", help="include sessions that are not live")
+    commands.add_parser("metrics", parents=[common], help="print what a scrape would return, once")
+    return top
+
+
+def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
+    args_in = list(argv)
+    if not args_in or (
+        args_in[0].startswith("-") and args_in[0] not in ("-h", "--help", "--version")
+    ):
+        args_in.insert(0, "serve")
+    top = parser(environ)
+    for name, raw in environ.items():
+        if name.startswith(ENV_PREFIX + "HARNESS_") and raw.strip().lower() not in _TRUE | _FALSE:
+            top.error(f"{name}={raw!r}: use true or false")
+    args = top.parse_args(args_in)
+    if args.command is None:
+        top.print_help()
+        raise SystemExit(0)
+    values = vars(args)
+    host, port = values["web.listen_address"]
+    homes = {
+        name: Path(values[h.home_flag.replace("-", "_")]).expanduser()
+        for name, h in HARNESSES.items()
+        if values[f"harness.{name}".replace("-", "_")]
+    }
+    if not homes:
+        top.error("every harness is disabled (--no-harness.*): there is nothing to read")
+    for name, home in homes.items():
+        if home.exists() and not os.access(home, os.R_OK | os.X_OK):
+            top.error(
+                f"{name} home {home} exists but cannot be read: check its permissions, "
+                f"or point --{HARNESSES[name].home_flag} elsewhere"
+            )
+    return Config(
+        command=args.command,
+        host=host,
+        port=port,
+        telemetry_path=values["web.telemetry_path"],
+        homes=homes,
+        project=ProjectLabel(values["label.project"], environ.get("HOME", "")),
+        log_level=values["log.level"],
+        log_format=values["log.format"],
+        json=values.get("json", False),
+        all=values.get("all", False),
+    )

@@ -1,0 +1,212 @@
+"""The reading loop's work: find an agent's files, read what is new in them, fold it into state.
+
+Each enabled harness has a home folder. `catch_up()` walks the harness's `watch_dirs` once; after
+that, `changed(paths)` is called with what the watcher reported, so nothing is polled. A JSONL
+file is read from its last offset (`tail.JsonlTail`), a JSON document re-read when it changed
+(`tail.JsonDoc`). A bad line, an unreadable file or a reader that raises costs that record or
+that file: it is counted in `Stats` and logged once per file and reason, and reading goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .harnesses import FileReader, Harness
+from .state import State
+from .tail import JsonDoc, JsonlTail
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Stats:
+    """Exporter health per agent, shown as `coding_agent_exporter_*` metrics."""
+
+    bytes_read: Counter[str] = field(default_factory=Counter)
+    records: Counter[str] = field(default_factory=Counter)
+    parse_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
+    files: Counter[str] = field(default_factory=Counter)
+    up: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Source:
+    harness: Harness
+    home: Path
+
+
+@dataclass(slots=True)
+class _File:
+    source: Source
+    rel: PurePosixPath
+    reader: FileReader
+    tail: JsonlTail | JsonDoc
+
+
+class Engine:
+    def __init__(self, sources: Iterable[Source], state: State, stats: Stats | None = None) -> None:
+        self.sources = list(sources)
+        self.state = state
+        self.stats = stats or Stats()
+        self._files: dict[Path, _File] = {}
+        self._logged: set[tuple[Path, str]] = set()
+
+    @property
+    def roots(self) -> list[Path]:
+        return [s.home / d for s in self.sources for d in s.harness.watch_dirs]
+
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Read every file once, oldest first (so a fork's copies count for the original)."""
+        found: list[tuple[float, Path, Source]] = []
+        for source in self.sources:
+            found += self._scan(source)
+        found.sort(key=lambda item: item[0])
+        for done, (_, path, source) in enumerate(found, 1):
+            self._read(path, source)
+            if progress is not None:
+                progress(done, len(found))
+
+    def changed(self, paths: Iterable[Path]) -> None:
+        """Handle what the watcher reported: files read again, folders scanned for new files."""
+        for path in paths:
+            source = self._source_of(path)
+            if source is None:
+                continue
+            if path in self._files:
+                self._read(path, source)
+            elif path.is_dir():
+                for _, found, _ in self._walk(source, path):
+                    self._read(found, source)
+            else:
+                self._read(path, source)
+
+    def _source_of(self, path: Path) -> Source | None:
+        for source in self.sources:
+            if path.is_relative_to(source.home):
+                return source
+        return None
+
+    def _scan(self, source: Source) -> list[tuple[float, Path, Source]]:
+        agent = source.harness.name
+        up = True
+        found: list[tuple[float, Path, Source]] = []
+        for folder in source.harness.watch_dirs:
+            try:
+                found += self._walk(source, source.home / folder)
+            except OSError as error:
+                up = False
+                self._once(source.home / folder, "read_error", agent, error)
+        self.stats.up[agent] = up
+        return found
+
+    def _walk(self, source: Source, top: Path) -> Iterator[tuple[float, Path, Source]]:
+        if not top.is_dir():
+            return
+        for folder, _, names in os.walk(top, onerror=_raise):
+            for name in names:
+                path = Path(folder, name)
+                if source.harness.match(_rel(path, source)) is not None:
+                    try:
+                        mtime = path.stat().st_mtime
+                    except OSError:
+                        continue
+                    yield mtime, path, source
+
+    def _read(self, path: Path, source: Source) -> None:
+        entry = self._files.get(path)
+        if entry is None:
+            entry = self._open(path, source)
+            if entry is None:
+                return
+        if isinstance(entry.tail, JsonlTail):
+            self._read_lines(path, entry, entry.tail)
+        else:
+            self._read_doc(path, entry, entry.tail)
+
+    def _open(self, path: Path, source: Source) -> _File | None:
+        rel = _rel(path, source)
+        kind = source.harness.match(rel)
+        if kind is None:
+            return None
+        tail: JsonlTail | JsonDoc = JsonlTail(path) if kind == "jsonl" else JsonDoc(path)
+        entry = _File(source, rel, source.harness.reader(rel), tail)
+        self._files[path] = entry
+        self.stats.files[source.harness.name] += 1
+        return entry
+
+    def _read_lines(self, path: Path, entry: _File, tail: JsonlTail) -> None:
+        agent = entry.source.harness.name
+        result = tail.read()
+        self.stats.bytes_read[agent] += result.bytes_read
+        if result.error is not None:
+            if isinstance(result.error, FileNotFoundError):
+                self._forget(path, entry)
+            else:
+                self._once(path, "read_error", agent, result.error)
+            return
+        if result.reset:
+            entry.reader = entry.source.harness.reader(entry.rel)
+        if result.oversized:
+            self.stats.parse_errors[(agent, "oversized_line")] += result.oversized
+            self._once(path, "oversized_line", agent, "line over the size limit skipped")
+        for line in result.lines:
+            try:
+                record = json.loads(line.text)
+            except ValueError as error:
+                self.stats.parse_errors[(agent, "invalid_json")] += 1
+                self._once(path, "invalid_json", agent, f"line {line.number}: {error}")
+                continue
+            self._feed(path, entry, record, f"line {line.number}")
+
+    def _read_doc(self, path: Path, entry: _File, doc: JsonDoc) -> None:
+        agent = entry.source.harness.name
+        result = doc.read()
+        self.stats.bytes_read[agent] += result.bytes_read
+        if not result.changed:
+            return
+        if result.error == "missing":
+            self._feed(path, entry, None, "removed")
+            self._forget(path, entry)
+            return
+        if result.error is not None:
+            self.stats.parse_errors[(agent, result.error)] += 1
+            self._once(path, result.error, agent, "document skipped")
+            return
+        self._feed(path, entry, result.data, "document")
+
+    def _feed(self, path: Path, entry: _File, record: object, where: str) -> None:
+        agent = entry.source.harness.name
+        self.stats.records[agent] += 1
+        try:
+            events = entry.reader.feed(record)
+        except Exception as error:  # a reader bug costs one record, never the loop
+            self.stats.parse_errors[(agent, "reader_error")] += 1
+            self._once(path, "reader_error", agent, f"{where}: {error!r}")
+            return
+        with self.state.lock:
+            for event in events:
+                self.state.apply(agent, event)
+
+    def _forget(self, path: Path, entry: _File) -> None:
+        if self._files.pop(path, None) is not None:
+            self.stats.files[entry.source.harness.name] -= 1
+
+    def _once(self, path: Path, reason: str, agent: str, detail: object) -> None:
+        if (path, reason) in self._logged:
+            return
+        self._logged.add((path, reason))
+        log.warning("%s: %s: %s (%s; reported once per file)", agent, path, detail, reason)
+
+
+def _rel(path: Path, source: Source) -> PurePosixPath:
+    return PurePosixPath(path.relative_to(source.home).as_posix())
+
+
+def _raise(error: OSError) -> None:
+    raise error

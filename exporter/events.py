@@ -1,0 +1,208 @@
+"""Normalized events: what a harness says happened, in the past tense.
+
+A harness turns the records of one agent's files into these small frozen values; `state.State`
+folds them. Times are Unix seconds taken from the records themselves (never from a clock).
+`session_id` is always the lead session's id; work done by a sub-agent carries `subagent_id`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TurnOutcome = Literal["completed", "interrupted", "failed"]
+ToolOutcome = Literal["ok", "error", "rejected", "cancelled"]
+SubagentOutcome = Literal["completed", "failed", "cancelled"]
+TitleSource = Literal["user", "harness", "process", "prompt"]
+Kind = Literal["interactive", "headless"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+    def max(self, other: Usage) -> Usage:
+        return Usage(
+            max(self.input, other.input),
+            max(self.output, other.output),
+            max(self.cache_read, other.cache_read),
+            max(self.cache_write, other.cache_write),
+            max(self.reasoning, other.reasoning),
+        )
+
+    def minus(self, other: Usage) -> Usage:
+        return Usage(
+            self.input - other.input,
+            self.output - other.output,
+            self.cache_read - other.cache_read,
+            self.cache_write - other.cache_write,
+            self.reasoning - other.reasoning,
+        )
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.reasoning + other.reasoning,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "reasoning": self.reasoning,
+        }
+
+
+TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSeen:
+    session_id: str
+    at: float
+    cwd: str | None = None
+    kind: Kind | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TitleSet:
+    session_id: str
+    title: str
+    source: TitleSource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponded:
+    """One model response; the same `message_id` may be reported again with larger usage."""
+
+    session_id: str
+    at: float
+    message_id: str
+    model: str
+    usage: Usage
+    subagent_id: str | None = None
+    main: bool = True  # written in the lead session's own journal (sets the session's model)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted:
+    session_id: str
+    at: float
+    record_id: str  # unique per prompt, so a copied prompt (fork) is not a second turn
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnded:
+    session_id: str
+    at: float
+    outcome: TurnOutcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted:
+    session_id: str
+    at: float
+    call_id: str
+    tool: str
+    subagent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEnded:
+    session_id: str
+    at: float
+    call_id: str
+    outcome: ToolOutcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentStarted:
+    """A sub-agent became known, from its launching tool call or from its own files.
+
+    Either id may be missing; `state` links the two when a later event names both.
+    """
+
+    session_id: str
+    at: float | None
+    call_id: str | None = None
+    subagent_id: str | None = None
+    subagent_type: str | None = None
+    title: str | None = None
+    background: bool | None = None
+    parent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentEnded:
+    session_id: str
+    at: float
+    outcome: SubagentOutcome
+    call_id: str | None = None
+    subagent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveIndexRead:
+    """A live-index entry: one running agent process and what it says it is doing."""
+
+    pid: int
+    session_id: str
+    started_at: float | None
+    status: str | None  # the agent's own word, e.g. "busy", "waiting", "idle"
+    reason: str | None = None
+    status_at: float | None = None
+    updated_at: float | None = None
+    name: str | None = None
+    cwd: str | None = None
+    kind: Kind | None = None
+    hidden: bool = False  # daemon spare: a process nobody claimed yet
+    job_id: str | None = None
+    parked_job_id: str | None = None
+    source: str = ""  # the index file it came from
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveIndexRemoved:
+    source: str
+
+
+Event = (
+    SessionSeen
+    | TitleSet
+    | ModelResponded
+    | TurnStarted
+    | TurnEnded
+    | ToolCallStarted
+    | ToolCallEnded
+    | SubagentStarted
+    | SubagentEnded
+    | LiveIndexRead
+    | LiveIndexRemoved
+)
+
+__all__ = [
+    "TOKEN_TYPES",
+    "Event",
+    "LiveIndexRead",
+    "LiveIndexRemoved",
+    "ModelResponded",
+    "SessionSeen",
+    "SubagentEnded",
+    "SubagentStarted",
+    "TitleSet",
+    "ToolCallEnded",
+    "ToolCallStarted",
+    "TurnEnded",
+    "TurnStarted",
+    "Usage",
+]

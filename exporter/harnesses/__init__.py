@@ -1,0 +1,12 @@
+"""The registry of harnesses: adding an agent is one module and one line here."""
+
+from __future__ import annotations
+
+from .base import FileKind, FileReader, Harness
+from .claude_code import ClaudeCode
+
+HARNESSES: dict[str, type[Harness]] = {
+    ClaudeCode.name: ClaudeCode,
+}
+
+__all__ = ["HARNESSES", "FileKind", "FileReader", "Harness"]

@@ -1,0 +1,226 @@
+"""The /metrics view: built from `State` and `Stats` at each scrape, nothing kept in between.
+
+Live series (one per live session, gone when the session stops being live):
+    coding_agent_sessions{agent,state}
+    coding_agent_session_state{agent,session_id,project,state,reason} 1
+    coding_agent_session_state_since_timestamp_seconds{agent,session_id,project}
+    coding_agent_session_last_activity_timestamp_seconds{agent,session_id,project}
+    coding_agent_subagents_running{agent,subagent_type}
+History counters (rebuilt from the files, so equal after a restart):
+    coding_agent_{tokens,messages,turns,tool_calls,subagents,sessions}_total, and the
+    coding_agent_{turn,tool_call}_duration_seconds histograms.
+Exporter health: coding_agent_exporter_{build_info,files_watched,bytes_read_total,
+    records_total,parse_errors_total,reader_up}.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from . import __version__
+from .engine import Stats
+from .labels import STATES, ProjectLabel, live_state
+from .live import Probe, process_start
+from .state import Histogram, State
+
+
+class StateCollector:
+    def __init__(
+        self,
+        state: State,
+        agents: Sequence[str],
+        project: ProjectLabel,
+        *,
+        clock: Callable[[], float] = time.time,
+        probe: Probe = process_start,
+    ) -> None:
+        self.state, self.agents, self.project = state, list(agents), project
+        self.clock, self.probe = clock, probe
+
+    def collect(self) -> Iterator[Metric]:
+        with self.state.lock:
+            self.state.refresh(self.clock(), self.probe)
+            yield from self._live()
+            yield from self._totals()
+
+    def _live(self) -> Iterator[Metric]:
+        per_state = GaugeMetricFamily(
+            "coding_agent_sessions", "Live sessions by state.", labels=["agent", "state"]
+        )
+        one = GaugeMetricFamily(
+            "coding_agent_session_state",
+            "1 for each live session, labelled with its state and why it waits.",
+            labels=["agent", "session_id", "project", "state", "reason"],
+        )
+        since = GaugeMetricFamily(
+            "coding_agent_session_state_since_timestamp_seconds",
+            "When the live session entered its current state.",
+            labels=["agent", "session_id", "project"],
+        )
+        last = GaugeMetricFamily(
+            "coding_agent_session_last_activity_timestamp_seconds",
+            "Time of the live session's latest record or status change.",
+            labels=["agent", "session_id", "project"],
+        )
+        running = GaugeMetricFamily(
+            "coding_agent_subagents_running",
+            "Sub-agents still running in live sessions.",
+            labels=["agent", "subagent_type"],
+        )
+        counts: Counter[tuple[str, str]] = Counter()
+        subagents: Counter[tuple[str, str]] = Counter()
+        for (agent, session_id), entry in sorted(self.state.live.items()):
+            session = self.state.session(agent, session_id)
+            state, project = live_state(entry.status), self.project(session.cwd or entry.cwd)
+            counts[(agent, state)] += 1
+            one.add_metric([agent, session_id, project, state, entry.reason or ""], 1)
+            ids = [agent, session_id, project]
+            if entry.status_at is not None:
+                since.add_metric(ids, entry.status_at)
+            latest = max(filter(None, (session.updated_at, entry.updated_at)), default=None)
+            if latest is not None:
+                last.add_metric(ids, latest)
+            for sub in session.unique_subagents():
+                if sub.state == "running":
+                    subagents[(agent, sub.subagent_type or "unknown")] += 1
+        for agent in self.agents:
+            for state in STATES:
+                per_state.add_metric([agent, state], counts[(agent, state)])
+        for key, value in sorted(subagents.items()):
+            running.add_metric(list(key), value)
+        yield from (per_state, one, since, last, running)
+
+    def _totals(self) -> Iterator[Metric]:
+        totals = self.state.totals
+        yield _counter(
+            "coding_agent_tokens",
+            "Tokens used by model responses, each response counted once.",
+            ["agent", "model", "project", "type"],
+            self._by_project(totals.tokens, 2),
+        )
+        yield _counter(
+            "coding_agent_messages",
+            "Model responses, each counted once however many records repeat it.",
+            ["agent", "model", "project"],
+            self._by_project(totals.messages, 2),
+        )
+        yield _counter(
+            "coding_agent_turns",
+            "Turns (a user prompt and the work it started) by how they ended.",
+            ["agent", "project", "outcome"],
+            self._by_project(totals.turns, 1),
+        )
+        yield _histogram(
+            "coding_agent_turn_duration_seconds",
+            "Time from a user prompt to the end of its turn.",
+            ["agent"],
+            {(agent,): h for agent, h in totals.turn_durations.items()},
+        )
+        yield _counter(
+            "coding_agent_tool_calls",
+            "Tool calls by outcome (ok, error, rejected by the user, cancelled).",
+            ["agent", "tool", "outcome"],
+            totals.tool_calls,
+        )
+        yield _histogram(
+            "coding_agent_tool_call_duration_seconds",
+            "Time from a tool call to its result.",
+            ["agent", "tool"],
+            totals.tool_durations,
+        )
+        yield _counter(
+            "coding_agent_subagents",
+            "Sub-agents that ended, by type and outcome.",
+            ["agent", "subagent_type", "outcome"],
+            totals.subagents,
+        )
+        yield _counter(
+            "coding_agent_sessions",
+            "Sessions seen, live or not.",
+            ["agent", "project"],
+            self._by_project(totals.sessions, 1),
+        )
+
+    def _by_project(self, tally: Counter[tuple[str, ...]], at: int) -> Counter[tuple[str, ...]]:
+        """Render the cwd at position `at` as a project; two cwds may share one project."""
+        out: Counter[tuple[str, ...]] = Counter()
+        for key, value in tally.items():
+            out[(*key[:at], self.project(key[at]), *key[at + 1 :])] += value
+        return out
+
+
+class ExporterCollector:
+    def __init__(self, stats: Stats, agents: Sequence[str]) -> None:
+        self.stats, self.agents = stats, list(agents)
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.stats
+        info = GaugeMetricFamily(
+            "coding_agent_exporter_build_info", "Exporter version.", labels=["version"]
+        )
+        info.add_metric([__version__], 1)
+        yield info
+        files = GaugeMetricFamily(
+            "coding_agent_exporter_files_watched", "Agent files followed.", labels=["agent"]
+        )
+        up = GaugeMetricFamily(
+            "coding_agent_exporter_reader_up",
+            "1 if the agent's home could be read at the last look.",
+            labels=["agent"],
+        )
+        for agent in self.agents:
+            files.add_metric([agent], stats.files[agent])
+            up.add_metric([agent], 1 if stats.up.get(agent, True) else 0)
+        yield files
+        yield up
+        yield _counter(
+            "coding_agent_exporter_bytes_read",
+            "Bytes read from agent files.",
+            ["agent"],
+            {(a,): stats.bytes_read[a] for a in self.agents},
+        )
+        yield _counter(
+            "coding_agent_exporter_records",
+            "Records (lines or documents) read from agent files.",
+            ["agent"],
+            {(a,): stats.records[a] for a in self.agents},
+        )
+        yield _counter(
+            "coding_agent_exporter_parse_errors",
+            "Records or files that could not be used, by reason.",
+            ["agent", "reason"],
+            stats.parse_errors,
+        )
+
+
+def _counter(name: str, doc: str, labels: list[str], values: object) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    assert isinstance(values, dict)
+    for key, value in sorted(values.items()):
+        family.add_metric(list(key), value)
+    return family
+
+
+def _histogram(
+    name: str, doc: str, labels: list[str], values: dict[tuple[str, ...], Histogram]
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for key, hist in sorted(values.items()):
+        counts = hist.counts or [0] * len(hist.buckets)
+        buckets = [(_le(b), c) for b, c in zip(hist.buckets, counts, strict=True)]
+        buckets.append(("+Inf", hist.count))
+        family.add_metric(list(key), buckets, hist.total)
+    return family
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))

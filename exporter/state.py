@@ -1,0 +1,304 @@
+"""All that the exporter knows, folded from events: sessions, live entries and history totals.
+
+`State.apply(agent, event)` is called by the reading loop; `State.refresh(now, probe)` decides
+which sessions are live and closes the work of sessions whose process is gone; views (metrics,
+`sessions`, the landing page) read under `State.lock`. Totals are tallies keyed by label values,
+kept apart from the sessions so they only ever grow (Prometheus counters) and come out the same
+after a restart, because they are rebuilt from the same files.
+
+Every model response, prompt and tool call is counted once per agent however many files repeat
+it (`--fork-session` copies records verbatim; sub-agent and lead journals share message ids).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .events import (
+    TOKEN_TYPES,
+    Event,
+    LiveIndexRead,
+    LiveIndexRemoved,
+    ModelResponded,
+    SessionSeen,
+    SubagentEnded,
+    SubagentStarted,
+    TitleSet,
+    ToolCallEnded,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+    Usage,
+)
+from .live import Probe, holders
+from .seen import SeenIds
+from .session import OpenTool, Session, Subagent
+
+TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+TOOL_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+ABANDON_AFTER = 120.0
+"""A session with no live process and an open turn is closed this long after its last record."""
+MAX_LABEL_VALUES = 200
+"""Distinct tool / sub-agent type label values per agent before the rest become "other"."""
+
+
+@dataclass(slots=True)
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * len(self.buckets)
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+        self.total += value
+        self.count += 1
+
+
+@dataclass(slots=True)
+class Totals:
+    """History counters; keys are tuples of raw label values (cwd, not the rendered project)."""
+
+    tokens: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    messages: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    turns: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    tool_calls: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    subagents: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    sessions: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    turn_durations: dict[str, Histogram] = field(default_factory=dict)
+    tool_durations: dict[tuple[str, ...], Histogram] = field(default_factory=dict)
+
+
+def tool_label(tool: str) -> str:
+    """MCP tools (`mcp__<server>__<tool>`) collapse to their server."""
+    if tool.startswith("mcp__"):
+        server = tool[5:].split("__", 1)[0]
+        return f"mcp__{server}"
+    return tool
+
+
+class State:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.sessions: dict[tuple[str, str], Session] = {}
+        self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
+        self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
+        self.totals = Totals()
+        self._usage: dict[tuple[str, str], tuple[Usage, Session, Subagent | None]] = {}
+        self._seen = SeenIds()
+        self._labels: dict[tuple[str, str], set[str]] = {}
+
+    # -- folding events -------------------------------------------------------------------
+
+    def apply(self, agent: str, event: Event) -> None:
+        match event:
+            case LiveIndexRead():
+                self.entries[(agent, event.source)] = event
+                session = self.session(agent, event.session_id)
+                session.cwd = session.cwd or event.cwd
+                session.kind = session.kind or event.kind
+                if event.name:
+                    session.set_title(event.name, "process")
+            case LiveIndexRemoved():
+                self.entries.pop((agent, event.source), None)
+            case SessionSeen():
+                self._session_seen(agent, event)
+            case TitleSet():
+                self.session(agent, event.session_id).set_title(event.title, event.source)
+            case ModelResponded():
+                self._responded(agent, event)
+            case TurnStarted():
+                self._turn_started(agent, event)
+            case TurnEnded():
+                self._turn_ended(self.session(agent, event.session_id), event.at, event.outcome)
+            case ToolCallStarted():
+                self._tool_started(agent, event)
+            case ToolCallEnded():
+                self._tool_ended(
+                    self.session(agent, event.session_id), event.call_id, event.outcome, event.at
+                )
+            case SubagentStarted():
+                self._subagent_started(agent, event)
+            case SubagentEnded():
+                session = self.session(agent, event.session_id)
+                sub = session.subagent(event.call_id, event.subagent_id)
+                if sub is not None:
+                    self._subagent_ended(session, sub, event.outcome, event.at)
+
+    def session(self, agent: str, session_id: str) -> Session:
+        key = (agent, session_id)
+        found = self.sessions.get(key)
+        if found is None:
+            found = self.sessions[key] = Session(agent=agent, session_id=session_id)
+        return found
+
+    def _session_seen(self, agent: str, event: SessionSeen) -> None:
+        session = self.session(agent, event.session_id)
+        session.touch(event.at)
+        session.cwd = event.cwd or session.cwd
+        session.kind = event.kind or session.kind
+        session.version = event.version or session.version
+        if not session.counted:
+            session.counted = True
+            self.totals.sessions[(agent, session.cwd or "")] += 1
+
+    def _responded(self, agent: str, event: ModelResponded) -> None:
+        session = self.session(agent, event.session_id)
+        session.touch(event.at)
+        if event.main:
+            session.model = event.model
+        key = (agent, event.message_id)
+        known = self._usage.get(key)
+        if known is None:
+            if self._seen.add(agent, "message", event.message_id):
+                return  # a response of a finished session, read again from a copy
+            sub = self._subagent_of(session, event.subagent_id)
+            known = (Usage(), session, sub)
+            session.messages += 1
+            if sub is not None:
+                sub.messages += 1
+            self.totals.messages[(agent, event.model, session.cwd or "")] += 1
+        old, owner, sub = known
+        new = old.max(event.usage)
+        if new == old:
+            self._usage[key] = known
+            return
+        self._usage[key] = (new, owner, sub)
+        delta = new.minus(old)
+        owner.tokens = owner.tokens.plus(delta)
+        if sub is not None:
+            sub.tokens = sub.tokens.plus(delta)
+        for kind, value in zip(TOKEN_TYPES, (delta.as_dict()[t] for t in TOKEN_TYPES), strict=True):
+            if value:
+                self.totals.tokens[(agent, event.model, owner.cwd or "", kind)] += value
+
+    def _subagent_of(self, session: Session, agent_id: str | None) -> Subagent | None:
+        if agent_id is None:
+            return None
+        found = session.subagent(None, agent_id)
+        if found is None:
+            found = session.subagents[agent_id] = Subagent(agent_id=agent_id)
+        return found
+
+    def _turn_started(self, agent: str, event: TurnStarted) -> None:
+        if self._seen.add(agent, "turn", event.record_id):
+            return
+        session = self.session(agent, event.session_id)
+        session.touch(event.at)
+        if session.turn_open_at is not None:
+            self._turn_ended(session, event.at, "interrupted")
+        session.turn_open_at = event.at
+
+    def _turn_ended(self, session: Session, at: float, outcome: str) -> None:
+        session.touch(at)
+        if session.turn_open_at is None:
+            return  # duplicate end (thinking + text + turn_duration): the first one counts
+        duration = max(0.0, at - session.turn_open_at)
+        session.turn_open_at = None
+        session.turns[outcome] += 1
+        self.totals.turns[(session.agent, session.cwd or "", outcome)] += 1
+        histogram = self.totals.turn_durations.setdefault(session.agent, Histogram(TURN_BUCKETS))
+        histogram.observe(duration)
+        if outcome != "completed":
+            for call_id in [c for c, t in session.open_tools.items() if t.subagent is None]:
+                self._tool_ended(session, call_id, "cancelled", at)
+
+    def _tool_started(self, agent: str, event: ToolCallStarted) -> None:
+        if self._seen.add(agent, "tool", event.call_id):
+            return
+        session = self.session(agent, event.session_id)
+        session.touch(event.at)
+        sub = self._subagent_of(session, event.subagent_id)
+        session.open_tools[event.call_id] = OpenTool(event.tool, event.at, sub)
+        session.tool_calls += 1
+        if sub is not None:
+            sub.tool_calls += 1
+
+    def _tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None:
+        session.touch(at)
+        open_tool = session.open_tools.pop(call_id, None)
+        if open_tool is None:
+            return
+        if outcome == "error":
+            session.tool_errors += 1
+        tool = self._bounded(session.agent, "tool", tool_label(open_tool.tool))
+        self.totals.tool_calls[(session.agent, tool, outcome)] += 1
+        histogram = self.totals.tool_durations.setdefault(
+            (session.agent, tool), Histogram(TOOL_BUCKETS)
+        )
+        histogram.observe(max(0.0, at - open_tool.at))
+
+    def _subagent_started(self, agent: str, event: SubagentStarted) -> None:
+        session = self.session(agent, event.session_id)
+        copied = event.call_id not in session.open_tools and event.subagent_id is None
+        if event.call_id and copied and session.subagent(event.call_id, None) is None:
+            return  # a launch copied from another session's journal
+        sub = session.subagent(event.call_id, event.subagent_id)
+        if sub is None:
+            sub = Subagent(call_id=event.call_id, agent_id=event.subagent_id)
+            for key in (event.call_id, event.subagent_id):
+                if key:
+                    session.subagents[key] = sub
+        sub.subagent_type = event.subagent_type or sub.subagent_type
+        sub.title = event.title or sub.title
+        sub.parent_id = event.parent_id or sub.parent_id
+        sub.background = sub.background or bool(event.background)
+        if event.at is not None and sub.started_at is None:
+            sub.started_at = event.at
+
+    def _subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
+        if sub.state != "running":
+            return
+        sub.state, sub.ended_at = outcome, at
+        kind = self._bounded(session.agent, "subagent_type", sub.subagent_type or "unknown")
+        self.totals.subagents[(session.agent, kind, outcome)] += 1
+
+    def _bounded(self, agent: str, label: str, value: str) -> str:
+        values = self._labels.setdefault((agent, label), set())
+        if value in values:
+            return value
+        if len(values) >= MAX_LABEL_VALUES:
+            return "other"
+        values.add(value)
+        return value
+
+    # -- liveness ----------------------------------------------------------------------------
+
+    def refresh(self, now: float, probe: Probe) -> None:
+        """Decide which sessions are live; close the open work of those whose process is gone."""
+        self.live, stale = holders(
+            ((agent, entry) for (agent, _), entry in self.entries.items()), probe
+        )
+        for key, entry in self.live.items():
+            session = self.session(*key)
+            if entry.status in ("idle", "shell") and session.turn_open_at is not None:
+                at = entry.status_at or now
+                if at >= session.turn_open_at:
+                    self._close(session, at, foreground_only=True)
+        for key, session in self.sessions.items():
+            if key in self.live or (session.turn_open_at is None and not _running(session)):
+                continue
+            last = session.updated_at or 0.0
+            if key in stale or now - last >= ABANDON_AFTER:
+                self._close(session, last, foreground_only=False)
+
+    def _close(self, session: Session, at: float, *, foreground_only: bool) -> None:
+        if session.turn_open_at is not None:
+            tool_open = any(t.subagent is None for t in session.open_tools.values())
+            self._turn_ended(session, at, "interrupted" if tool_open else "completed")
+        for sub in session.unique_subagents():
+            if sub.state == "running" and not (foreground_only and sub.background):
+                self._subagent_ended(session, sub, "cancelled", at)
+        if not foreground_only:
+            for call_id in list(session.open_tools):
+                self._tool_ended(session, call_id, "cancelled", at)
+
+
+def _running(session: Session) -> bool:
+    return bool(session.open_tools) or any(s.state == "running" for s in session.unique_subagents())

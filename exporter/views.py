@@ -1,0 +1,131 @@
+"""Sessions as rows: the `sessions` command (table or JSON) and the landing page."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from typing import Any
+
+from .events import LiveIndexRead
+from .labels import STATES, ProjectLabel, live_state
+from .session import Session
+from .state import State
+
+_ORDER = {
+    state: i
+    for i, state in enumerate(("needs_user", *[s for s in STATES if s != "needs_user"], "ended"))
+}
+
+
+def iso(at: float | None) -> str | None:
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_rows(state: State, project: ProjectLabel, *, history: bool) -> list[dict[str, Any]]:
+    """One dict per session (live ones only unless `history`), waiting-for-you first."""
+    rows = []
+    with state.lock:
+        for key, session in state.sessions.items():
+            entry = state.live.get(key)
+            if entry is None and not history:
+                continue
+            rows.append(_row(session, entry, project))
+    rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
+    for row in rows:
+        del row["_updated"]
+    return rows
+
+
+def _row(session: Session, entry: LiveIndexRead | None, project: ProjectLabel) -> dict[str, Any]:
+    cwd = session.cwd or (entry.cwd if entry else None)
+    updated = max(
+        filter(None, (session.updated_at, entry.updated_at if entry else None)), default=None
+    )
+    return {
+        "agent": session.agent,
+        "session_id": session.session_id,
+        "title": session.title,
+        "title_source": session.title_source,
+        "cwd": cwd,
+        "project": project(cwd),
+        "model": session.model,
+        "live": entry is not None,
+        "pid": entry.pid if entry else None,
+        "kind": (entry.kind if entry else None) or session.kind or "interactive",
+        "state": live_state(entry.status) if entry else "ended",
+        "reason": entry.reason if entry else None,
+        "started_at": iso(session.started_at or (entry.started_at if entry else None)),
+        "updated_at": iso(updated),
+        "version": session.version,
+        "messages": session.messages,
+        "turns": {o: session.turns[o] for o in ("completed", "interrupted", "failed")},
+        "tool_calls": {"total": session.tool_calls, "error": session.tool_errors},
+        "tokens": session.tokens.as_dict(),
+        "subagents": [s.as_dict() for s in session.unique_subagents()],
+        "_updated": updated,
+    }
+
+
+_COLUMNS = ("STATE", "AGENT", "PROJECT", "TITLE", "MODEL", "TURNS", "TOKENS", "UPDATED")
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A plain-text table for a terminal."""
+    lines = [_COLUMNS]
+    for row in rows:
+        state = row["state"] + (f" ({row['reason']})" if row["reason"] else "")
+        tokens = sum(row["tokens"][t] for t in ("input", "output", "cache_read", "cache_write"))
+        lines.append(
+            (
+                state,
+                row["agent"],
+                row["project"] or "-",
+                _cut(row["title"] or "-", 48),
+                row["model"] or "-",
+                str(sum(row["turns"].values())),
+                f"{tokens:,}",
+                (row["updated_at"] or "-")[:19].replace("T", " "),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def landing_page(rows: list[dict[str, Any]], telemetry_path: str, ready: bool) -> str:
+    """A small HTML page: live sessions, waiting ones first, and a link to the metrics."""
+    body = "".join(
+        "<tr class='{cls}'><td>{state}</td><td>{agent}</td><td>{project}</td><td>{title}</td>"
+        "<td>{model}</td><td>{updated}</td></tr>".format(
+            cls=html.escape(r["state"]),
+            state=html.escape(r["state"] + (f" — {r['reason']}" if r["reason"] else "")),
+            agent=html.escape(r["agent"]),
+            project=html.escape(r["project"] or ""),
+            title=html.escape(_cut(r["title"] or "", 80)),
+            model=html.escape(r["model"] or ""),
+            updated=html.escape(r["updated_at"] or ""),
+        )
+        for r in rows
+    )
+    status = "" if ready else "<p><em>Still catching up on history…</em></p>"
+    empty = "" if rows else "<tr><td colspan='6'>No live sessions.</td></tr>"
+    path = html.escape(telemetry_path)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>coding-agent-exporter</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}}
+tr.needs_user td:first-child{{color:#b00;font-weight:bold}}</style></head>
+<body><h1>coding-agent-exporter</h1>{status}
+<p><a href="{path}">Metrics</a></p>
+<table><tr><th>State</th><th>Agent</th><th>Project</th><th>Title</th><th>Model</th><th>Updated</th></tr>
+{body}{empty}</table></body></html>
+"""
