@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,7 +20,7 @@ from prometheus_client.process_collector import ProcessCollector
 from .config import Config, parse
 from .engine import Engine, Source, Stats
 from .harnesses import HARNESSES
-from .live import process_start
+from .live import Probe, process_start
 from .metrics import ExporterCollector, StateCollector
 from .state import State
 from .views import landing_page, session_rows, table
@@ -42,15 +42,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 class App:
     """State, reader and registry for one configuration."""
 
-    def __init__(self, config: Config, *, process_metrics: bool = True) -> None:
-        self.config = config
+    def __init__(
+        self,
+        config: Config,
+        *,
+        process_metrics: bool = True,
+        clock: Callable[[], float] = time.time,
+        probe: Probe = process_start,
+    ) -> None:
+        self.config, self.clock, self.probe = config, clock, probe
         self.state = State()
         self.stats = Stats()
         sources = [Source(HARNESSES[name](), home) for name, home in config.homes.items()]
         self.engine = Engine(sources, self.state, self.stats)
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(StateCollector(self.state, agents, config.project))
+        collector = StateCollector(self.state, agents, config.project, clock=clock, probe=probe)
+        self.registry.register(collector)
         self.registry.register(ExporterCollector(self.stats, agents))
         if process_metrics:
             ProcessCollector(registry=self.registry)
@@ -68,7 +76,7 @@ class App:
 
         self.engine.catch_up(progress)
         with self.state.lock:
-            self.state.refresh(time.time(), process_start)
+            self.state.refresh(self.clock(), self.probe)
         log.info(
             "caught up: %d files, %d sessions in %.1fs",
             sum(self.stats.files.values()),

@@ -216,8 +216,9 @@ class State:
         session.touch(event.at)
         sub = self._subagent_of(session, event.subagent_id)
         session.open_tools[event.call_id] = OpenTool(event.tool, event.at, sub)
-        session.tool_calls += 1
-        if sub is not None:
+        if sub is None:
+            session.tool_calls += 1
+        else:
             sub.tool_calls += 1
 
     def _tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None:
@@ -225,7 +226,7 @@ class State:
         open_tool = session.open_tools.pop(call_id, None)
         if open_tool is None:
             return
-        if outcome == "error":
+        if outcome == "error" and open_tool.subagent is None:
             session.tool_errors += 1
         tool = self._bounded(session.agent, "tool", tool_label(open_tool.tool))
         self.totals.tool_calls[(session.agent, tool, outcome)] += 1
@@ -291,7 +292,8 @@ class State:
     def _close(self, session: Session, at: float, *, foreground_only: bool) -> None:
         if session.turn_open_at is not None:
             tool_open = any(t.subagent is None for t in session.open_tools.values())
-            self._turn_ended(session, at, "interrupted" if tool_open else "completed")
+            finished = foreground_only and not tool_open  # went idle by itself: the turn is done
+            self._turn_ended(session, at, "completed" if finished else "interrupted")
         for sub in session.unique_subagents():
             if sub.state == "running" and not (foreground_only and sub.background):
                 self._subagent_ended(session, sub, "cancelled", at)

@@ -202,6 +202,7 @@ class JournalReader:
         self.subagent_id = subagent_id
         self.at = 0.0
         self.first_at: float | None = None
+        self.pending: TurnEnded | None = None
         self.cwd: str | None = None
 
     @property
@@ -216,10 +217,12 @@ class JournalReader:
             if self.first_at is None:
                 self.first_at = at
             elif at < self.first_at - COPY_SLACK:
-                return []  # copied from the session this one was forked from
+                return self._copied(record)
             self.at = max(self.at, at)
         kind = record.get("type")
-        events: list[Event] = self._seen(record) if kind in _CONVERSATION else []
+        events: list[Event] = self._settle(record)
+        if kind in _CONVERSATION:
+            events += self._seen(record)
         if kind == "assistant":
             events += self._assistant(record)
         elif kind == "user":
@@ -234,6 +237,16 @@ class JournalReader:
                 source: TitleSource = "user" if kind == "custom-title" else "harness"
                 events.append(TitleSet(session_id=self.session_id, title=title, source=source))
         return events
+
+    def _copied(self, record: Mapping[str, Any]) -> list[Event]:
+        """A record copied from the session this one was forked from: it titles, counts nothing."""
+        if record.get("type") != "user" or not self.main:
+            return []
+        message = record.get("message")
+        text = text_of(message.get("content") if isinstance(message, dict) else None)
+        if not is_prompt(record, text):
+            return []
+        return [TitleSet(session_id=self.session_id, title=_title(text), source="prompt")]
 
     def _seen(self, record: Mapping[str, Any]) -> list[Event]:
         cwd = record.get("cwd")
@@ -283,8 +296,19 @@ class JournalReader:
             if isinstance(part, dict) and part.get("type") == "tool_use":
                 events += self._tool_use(part)
         if message.get("stop_reason") == "end_turn" and self.main:
-            events.append(TurnEnded(session_id=self.session_id, at=self.at, outcome="completed"))
+            self.pending = TurnEnded(session_id=self.session_id, at=self.at, outcome="completed")
         return events
+
+    def _settle(self, record: Mapping[str, Any]) -> list[Event]:
+        """Emit a held `end_turn` unless this record shows the turn went on.
+
+        2.1.3xx keeps a turn going after a stream that was cut short (written with
+        `end_turn`): it adds a `turnCompanion` note and retries, or gives up with an API error.
+        """
+        pending, self.pending = self.pending, None
+        if pending is None or record.get("turnCompanion") or record.get("isApiErrorMessage"):
+            return []
+        return [pending]
 
     def _tool_use(self, part: Mapping[str, Any]) -> list[Event]:
         call_id, tool = part.get("id"), part.get("name")
@@ -341,10 +365,9 @@ class JournalReader:
         if text.lstrip().startswith(_INTERRUPTED):
             return [TurnEnded(session_id=self.session_id, at=self.at, outcome="interrupted")]
         if is_prompt(record, text):
-            title = " ".join(text.split())[:TITLE_MAX]
             return [
                 TurnStarted(session_id=self.session_id, at=self.at, record_id=_record_id(record)),
-                TitleSet(session_id=self.session_id, title=title, source="prompt"),
+                TitleSet(session_id=self.session_id, title=_title(text), source="prompt"),
             ]
         return []
 
@@ -496,3 +519,7 @@ def _index_kind(record: Mapping[str, Any]) -> Kind | None:
 def _record_id(record: Mapping[str, Any]) -> str:
     uuid = record.get("uuid")
     return uuid if isinstance(uuid, str) else f"{record.get('sessionId')}@{record.get('timestamp')}"
+
+
+def _title(text: str) -> str:
+    return " ".join(text.split())[:TITLE_MAX]

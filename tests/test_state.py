@@ -1,0 +1,242 @@
+"""Folding events: dedupe, turn ends, liveness and closing the work of dead sessions."""
+
+from __future__ import annotations
+
+from exporter.events import (
+    LiveIndexRead,
+    ModelResponded,
+    SessionSeen,
+    SubagentEnded,
+    SubagentStarted,
+    TitleSet,
+    ToolCallEnded,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+    Usage,
+)
+from exporter.state import ABANDON_AFTER, State, tool_label
+
+A = "claude-code"
+S = "s1"
+
+
+def seen(state: State, session: str = S, cwd: str = "/w") -> None:
+    state.apply(A, SessionSeen(session_id=session, at=100.0, cwd=cwd))
+
+
+def responded(state: State, message: str, output: int, session: str = S, **kw: object) -> None:
+    usage = Usage(input=1, output=output, cache_read=10)
+    state.apply(
+        A,
+        ModelResponded(
+            session_id=session, at=101.0, message_id=message, model="m", usage=usage, **kw
+        ),  # type: ignore[arg-type]
+    )
+
+
+def entry(pid: int = 10, status: str | None = "busy", **kw: object) -> LiveIndexRead:
+    fields: dict[str, object] = {
+        "pid": pid,
+        "session_id": S,
+        "started_at": 1000.0,
+        "status": status,
+        "status_at": 2000.0,
+        "source": f"sessions/{pid}.json",
+    }
+    fields.update(kw)
+    return LiveIndexRead(**fields)  # type: ignore[arg-type]
+
+
+def test_usage_counted_once_per_message_keeping_the_maximum() -> None:
+    state = State()
+    seen(state)
+    responded(state, "msg_1", 1)  # stream-start copy
+    responded(state, "msg_1", 40)
+    responded(state, "msg_1", 40)
+    responded(state, "msg_1", 1)
+    session = state.sessions[(A, S)]
+    assert session.messages == 1
+    assert session.tokens == Usage(input=1, output=40, cache_read=10)
+    assert state.totals.tokens[(A, "m", "/w", "output")] == 40
+    assert state.totals.messages[(A, "m", "/w")] == 1
+
+
+def test_a_message_repeated_in_another_session_counts_for_the_first() -> None:
+    state = State()
+    seen(state)
+    seen(state, "fork")
+    responded(state, "msg_1", 40)
+    responded(state, "msg_1", 40, session="fork")
+    assert state.sessions[(A, "fork")].messages == 0
+    assert state.totals.messages[(A, "m", "/w")] == 1
+
+
+def test_subagent_tokens_count_for_the_subagent_and_the_session() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, SubagentStarted(session_id=S, at=100.0, subagent_id="a1", call_id="t1"))
+    responded(state, "msg_c", 5, subagent_id="a1", main=False)
+    session = state.sessions[(A, S)]
+    (sub,) = session.unique_subagents()
+    assert (sub.messages, sub.tokens.output, session.tokens.output) == (1, 5, 5)
+
+
+def test_duplicate_turn_ends_count_once_first_wins() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, TurnStarted(session_id=S, at=100.0, record_id="u1"))
+    state.apply(A, TurnEnded(session_id=S, at=103.0, outcome="failed"))
+    state.apply(A, TurnEnded(session_id=S, at=104.0, outcome="completed"))
+    assert state.sessions[(A, S)].turns == {"failed": 1}
+    assert state.totals.turn_durations[A].count == 1
+    assert state.totals.turn_durations[A].total == 3.0
+
+
+def test_a_copied_prompt_is_not_a_second_turn() -> None:
+    state = State()
+    seen(state)
+    seen(state, "fork")
+    state.apply(A, TurnStarted(session_id=S, at=100.0, record_id="u1"))
+    state.apply(A, TurnStarted(session_id="fork", at=100.0, record_id="u1"))
+    assert state.sessions[(A, "fork")].turn_open_at is None
+
+
+def test_interrupted_turn_cancels_open_tools() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, TurnStarted(session_id=S, at=100.0, record_id="u1"))
+    state.apply(A, ToolCallStarted(session_id=S, at=101.0, call_id="t1", tool="Bash"))
+    state.apply(A, TurnEnded(session_id=S, at=105.0, outcome="interrupted"))
+    assert state.totals.tool_calls[(A, "Bash", "cancelled")] == 1
+    state.apply(A, ToolCallEnded(session_id=S, at=106.0, call_id="t1", outcome="ok"))
+    assert state.totals.tool_calls[(A, "Bash", "ok")] == 0
+
+
+def test_mcp_tools_collapse_to_their_server() -> None:
+    assert tool_label("mcp__github__create_issue") == "mcp__github"
+    assert tool_label("Bash") == "Bash"
+
+
+def test_title_precedence() -> None:
+    state = State()
+    session = state.session(A, S)
+    for title, source in (
+        ("p1", "prompt"),
+        ("p2", "prompt"),
+        ("name", "process"),
+        ("ai", "harness"),
+        ("p3", "prompt"),
+        ("mine", "user"),
+        ("ai2", "harness"),
+    ):
+        state.apply(A, TitleSet(session_id=S, title=title, source=source))  # type: ignore[arg-type]
+    assert (session.title, session.title_source) == ("mine", "user")
+    other = state.session(A, "s2")
+    state.apply(A, TitleSet(session_id="s2", title="p1", source="prompt"))
+    state.apply(A, TitleSet(session_id="s2", title="p2", source="prompt"))
+    assert other.title == "p1"
+
+
+def alive(pid: int) -> float | None:
+    return 1000.0 if pid in (10, 11) else None
+
+
+def test_live_entry_with_a_running_pid_makes_the_session_live() -> None:
+    state = State()
+    state.apply(A, entry(status="waiting", reason="permission prompt"))
+    state.refresh(3000.0, alive)
+    assert state.live[(A, S)].reason == "permission prompt"
+
+
+def test_dead_pid_is_stale() -> None:
+    state = State()
+    state.apply(A, entry(pid=99))
+    state.refresh(3000.0, alive)
+    assert state.live == {}
+
+
+def test_recycled_pid_is_stale() -> None:
+    state = State()
+    state.apply(A, entry(started_at=1000.0 + 60))
+    state.refresh(3000.0, alive)
+    assert state.live == {}
+
+
+def test_two_processes_on_one_session_latest_start_holds_it() -> None:
+    state = State()
+    state.apply(A, entry(pid=10, started_at=999.0, status="idle"))
+    state.apply(A, entry(pid=11, started_at=1001.0, status="busy"))
+    state.refresh(3000.0, alive)
+    assert state.live[(A, S)].pid == 11
+
+
+def test_spare_daemon_and_parked_terminal_hold_nothing() -> None:
+    state = State()
+    state.apply(A, entry(pid=10, hidden=True))
+    state.refresh(3000.0, alive)
+    assert state.live == {}
+    state = State()
+    state.apply(A, entry(pid=10, parked_job_id="j1", status="idle"))
+    state.apply(A, entry(pid=11, session_id="s2", job_id="j1"))
+    state.refresh(3000.0, alive)
+    assert set(state.live) == {(A, "s2")}
+
+
+def test_index_going_idle_ends_the_open_turn_and_foreground_subagents() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, TurnStarted(session_id=S, at=1500.0, record_id="u1"))
+    state.apply(A, SubagentStarted(session_id=S, at=1500.0, subagent_id="fg", call_id="t1"))
+    state.apply(A, SubagentStarted(session_id=S, at=1500.0, subagent_id="bg", background=True))
+    state.apply(A, entry(status="idle", status_at=1600.0))
+    state.refresh(3000.0, alive)
+    session = state.sessions[(A, S)]
+    assert session.turns == {"completed": 1}
+    states = {s.id: s.state for s in session.unique_subagents()}
+    assert states == {"fg": "cancelled", "bg": "running"}
+
+
+def test_killed_process_closes_the_turn_interrupted_and_cancels_tools() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, TurnStarted(session_id=S, at=100.0, record_id="u1"))
+    state.apply(A, ToolCallStarted(session_id=S, at=101.0, call_id="t1", tool="Bash"))
+    state.apply(A, entry(pid=99))  # left behind by kill -9
+    state.refresh(102.0, alive)
+    assert state.sessions[(A, S)].turns == {"interrupted": 1}
+    assert state.totals.tool_calls[(A, "Bash", "cancelled")] == 1
+
+
+def test_session_without_a_process_is_closed_only_after_a_grace_time() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, TurnStarted(session_id=S, at=100.0, record_id="u1"))
+    state.refresh(100.0 + ABANDON_AFTER / 2, alive)
+    assert state.sessions[(A, S)].turn_open_at == 100.0
+    state.refresh(100.0 + ABANDON_AFTER, alive)
+    assert state.sessions[(A, S)].turns == {"interrupted": 1}
+
+
+def test_subagent_ends_once_and_counts_its_type() -> None:
+    state = State()
+    seen(state)
+    state.apply(A, ToolCallStarted(session_id=S, at=100.0, call_id="t1", tool="Agent"))
+    state.apply(A, SubagentStarted(session_id=S, at=100.0, call_id="t1", subagent_type="Explore"))
+    state.apply(A, SubagentStarted(session_id=S, at=None, call_id="t1", subagent_id="a1"))
+    state.apply(A, SubagentEnded(session_id=S, at=110.0, subagent_id="a1", outcome="completed"))
+    state.apply(A, SubagentEnded(session_id=S, at=111.0, call_id="t1", outcome="failed"))
+    assert state.totals.subagents == {(A, "Explore", "completed"): 1}
+    (sub,) = state.sessions[(A, S)].unique_subagents()
+    assert (sub.id, sub.call_id, sub.state) == ("a1", "t1", "completed")
+
+
+def test_subagent_known_first_from_its_own_files_is_linked_later() -> None:
+    state = State()
+    seen(state)
+    responded(state, "msg_c", 5, subagent_id="a1", main=False)
+    state.apply(A, ToolCallStarted(session_id=S, at=100.0, call_id="t1", tool="Agent"))
+    state.apply(A, SubagentStarted(session_id=S, at=100.0, call_id="t1", subagent_type="Explore"))
+    state.apply(A, SubagentStarted(session_id=S, at=None, call_id="t1", subagent_id="a1"))
+    (sub,) = state.sessions[(A, S)].unique_subagents()
+    assert (sub.messages, sub.subagent_type) == (1, "Explore")
