@@ -1,0 +1,248 @@
+"""Read agent session files incrementally, never writing and never holding them open.
+
+Two kinds of file, two followers:
+
+``JsonlTail`` follows one append-only JSONL file. Each ``read()`` opens the file, reads
+the bytes after the remembered offset to EOF in chunks, closes it, and returns the
+complete new lines as ``Line`` values (bytes; callers decode and parse). The contract:
+
+* A trailing partial line (no ``\\n`` yet) is not consumed; it is read again, and
+  delivered whole, once its newline arrives. Lines are bytes, so a UTF-8 character split
+  across two writes is never cut.
+* ``\\r\\n`` endings lose the ``\\r``. Empty lines are skipped but still counted in
+  ``Line.number``.
+* A line longer than ``max_line_bytes`` is skipped and counted in ``oversized``; its bytes
+  are dropped as they are read (memory stays under ``max_line_bytes`` plus one 64 KiB
+  chunk) and ``offset`` moves past them, so they are never read again.
+* Truncation (size below the offset) and rewrite/replacement (another device or inode,
+  or the first 64 bytes differ from those seen before) restart at byte 0 with
+  ``reset=True``: the caller drops what it derived from this file.
+* A file whose identity, size and mtime are unchanged is not opened (one ``stat``), so a
+  same-size in-place rewrite within one mtime tick is noticed at the file's next change.
+* An error opening or reading (deleted, permission denied, ...) is returned in ``error``
+  with no lines and leaves the state as it was, so the next call retries and a re-created
+  file is detected as a rewrite.
+
+``JsonDoc`` follows a small whole-document JSON file that is rewritten in place or
+replaced. It re-reads only when ``(device, inode, size, mtime_ns)`` changed since the last
+read of its content (the same one-tick caveat applies); a half-written (invalid) document
+is re-read as soon as it changes again, so it never sticks.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+__all__ = ["DocResult", "JsonDoc", "JsonlTail", "Line", "TailResult"]
+
+_CHUNK = 64 * 1024
+_HEAD = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One complete line of a JSONL file."""
+
+    path: Path
+    offset: int
+    """Byte offset of the line start."""
+    number: int
+    """1-based line number, counted from the start of the current file content."""
+    text: bytes
+    """The line without its ``\\n`` (or ``\\r\\n``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TailResult:
+    """What one ``JsonlTail.read()`` found."""
+
+    lines: list[Line]
+    reset: bool
+    """The file was truncated or replaced; reading restarted at byte 0."""
+    bytes_read: int
+    """Bytes read from the file by this call (a held-back partial line is read again)."""
+    error: OSError | None
+    oversized: int
+    """Lines skipped for exceeding ``max_line_bytes``."""
+
+
+@dataclass(slots=True)
+class _Cursor:
+    offset: int = 0
+    """First byte not yet consumed."""
+    number: int = 0
+    """Lines consumed so far."""
+    discarding: bool = False
+    """Inside an oversized line: drop bytes up to the next newline."""
+
+
+class JsonlTail:
+    """Follows one append-only JSONL file."""
+
+    def __init__(self, path: Path, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
+        self.path = path
+        self._max = max_line_bytes
+        self._cursor = _Cursor()
+        self._ident: tuple[int, int] | None = None
+        self._head = b""
+        self._mtime_ns = -1
+
+    @property
+    def offset(self) -> int:
+        """Bytes consumed: complete lines and discarded oversized bytes."""
+        return self._cursor.offset
+
+    def read(self) -> TailResult:
+        """Return all complete lines appended since the last call."""
+        try:
+            if self._unchanged(os.stat(self.path)):
+                return TailResult([], False, 0, None, 0)
+            fd, st = _open_regular(self.path)
+        except OSError as exc:
+            return TailResult([], False, 0, exc, 0)
+        try:
+            return self._read_fd(fd, st)
+        except OSError as exc:
+            return TailResult([], False, 0, exc, 0)
+        finally:
+            os.close(fd)
+
+    def _unchanged(self, st: os.stat_result) -> bool:
+        return (
+            (st.st_dev, st.st_ino) == self._ident
+            and st.st_size == self._cursor.offset
+            and st.st_mtime_ns == self._mtime_ns
+        )
+
+    def _read_fd(self, fd: int, st: os.stat_result) -> TailResult:
+        ident = (st.st_dev, st.st_ino)
+        head = os.pread(fd, _HEAD, 0)
+        reset = self._replaced(ident, st.st_size, head)
+        cursor = _Cursor() if reset else replace(self._cursor)
+        lines, nread, oversized = self._scan(fd, cursor)
+        # Commit only now: an OSError above leaves the old state for a retry.
+        self._cursor, self._ident, self._head = cursor, ident, head
+        self._mtime_ns = st.st_mtime_ns
+        return TailResult(lines, reset, nread, None, oversized)
+
+    def _replaced(self, ident: tuple[int, int], size: int, head: bytes) -> bool:
+        if self._ident is None:
+            return False
+        return ident != self._ident or size < self._cursor.offset or not head.startswith(self._head)
+
+    def _scan(self, fd: int, cursor: _Cursor) -> tuple[list[Line], int, int]:
+        lines: list[Line] = []
+        nread = oversized = 0
+        buf = bytearray()  # bytes from cursor.offset on, not yet consumed
+        while chunk := os.pread(fd, _CHUNK, cursor.offset + len(buf)):
+            nread += len(chunk)
+            buf += chunk
+            if cursor.discarding or b"\n" in chunk or len(buf) > self._max:
+                oversized += self._split(buf, cursor, lines)
+        return lines, nread, oversized
+
+    def _split(self, buf: bytearray, cursor: _Cursor, lines: list[Line]) -> int:
+        """Consume the complete lines at the front of ``buf``; return how many were too long."""
+        oversized = start = 0
+        while (end := buf.find(b"\n", start)) >= 0:
+            if cursor.discarding:
+                cursor.discarding = False
+            elif end - start > self._max:
+                oversized += 1
+            elif text := bytes(buf[start:end]).removesuffix(b"\r"):
+                lines.append(Line(self.path, cursor.offset + start, cursor.number + 1, text))
+            cursor.number += 1
+            start = end + 1
+        cursor.offset += start
+        del buf[:start]
+        if cursor.discarding or len(buf) > self._max:
+            oversized += not cursor.discarding
+            cursor.discarding = True
+            cursor.offset += len(buf)
+            buf.clear()
+        return oversized
+
+
+def _open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """Open for reading without blocking on a FIFO; refuse anything but a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode):
+        return fd, st
+    os.close(fd)
+    code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+    raise OSError(code, "not a regular file", str(path))
+
+
+@dataclass(frozen=True, slots=True)
+class DocResult:
+    """What one ``JsonDoc.read()`` found.
+
+    ``changed`` is True when the content was read again, or when the error differs from
+    the previous call's; otherwise ``data`` and ``error`` repeat the previous result.
+    """
+
+    changed: bool
+    data: object | None
+    """Parsed JSON; None when missing or invalid."""
+    error: str | None
+    """"missing", "permission", "too_large", "invalid_json" or "io"; None when ok."""
+    bytes_read: int
+
+
+_NOTHING = DocResult(False, None, None, 0)
+
+
+class JsonDoc:
+    """A small whole-document JSON file that is rewritten in place or replaced."""
+
+    def __init__(self, path: Path, *, max_bytes: int = 1024 * 1024) -> None:
+        self.path = path
+        self._max = max_bytes
+        self._key: tuple[int, int, int, int] | None = None
+        self._last = _NOTHING
+
+    def read(self) -> DocResult:
+        """Re-read and parse the document if its identity, size or mtime changed."""
+        try:
+            if _key(os.stat(self.path)) == self._key:
+                return replace(self._last, changed=False, bytes_read=0)
+            fd, st = _open_regular(self.path)
+            with os.fdopen(fd, "rb") as f:
+                key = _key(st)
+                raw = f.read(self._max + 1) if key[2] <= self._max else b""
+        except OSError as exc:
+            return self._failed(_error_code(exc))
+        if key[2] > self._max or len(raw) > self._max:
+            return self._settle(key, DocResult(True, None, "too_large", len(raw)))
+        try:
+            data: object = json.loads(raw)
+        except (ValueError, RecursionError):
+            return self._settle(key, DocResult(True, None, "invalid_json", len(raw)))
+        return self._settle(key, DocResult(True, data, None, len(raw)))
+
+    def _failed(self, error: str) -> DocResult:
+        """The content could not be read: forget the key so the next call retries."""
+        changed = error != self._last.error
+        return self._settle(None, DocResult(changed, None, error, 0))
+
+    def _settle(self, key: tuple[int, int, int, int] | None, result: DocResult) -> DocResult:
+        self._key, self._last = key, result
+        return result
+
+
+def _key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _error_code(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return "missing"
+    if isinstance(exc, PermissionError):
+        return "permission"
+    return "io"
