@@ -108,7 +108,15 @@ class Engine:
     def _walk(self, source: Source, top: Path) -> Iterator[tuple[float, Path, Source]]:
         if not top.is_dir():
             return
-        for folder, _, names in os.walk(top, onerror=_raise):
+        agent = source.harness.name
+
+        def skipped(error: OSError) -> None:
+            if Path(error.filename or top) == top:
+                raise error  # the agent's folder itself: the reader is down
+            self.stats.parse_errors[(agent, "read_error")] += 1
+            self._once(Path(error.filename or top), "read_error", agent, error)
+
+        for folder, _, names in os.walk(top, onerror=skipped):
             for name in names:
                 path = Path(folder, name)
                 if source.harness.match(_rel(path, source)) is not None:
@@ -148,6 +156,7 @@ class Engine:
             if isinstance(result.error, FileNotFoundError):
                 self._forget(path, entry)
             else:
+                self.stats.parse_errors[(agent, "read_error")] += 1
                 self._once(path, "read_error", agent, result.error)
             return
         if result.reset:
@@ -206,7 +215,3 @@ class Engine:
 
 def _rel(path: Path, source: Source) -> PurePosixPath:
     return PurePosixPath(path.relative_to(source.home).as_posix())
-
-
-def _raise(error: OSError) -> None:
-    raise error

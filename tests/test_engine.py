@@ -1,0 +1,222 @@
+"""The reading loop over real files: new lines, new files, bad input and unreadable files.
+
+Journals are built from a recorded fixture, so the records are the real CLI's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from exporter.engine import Engine, Source, Stats
+from exporter.harnesses.claude_code import ClaudeCode
+from exporter.state import State
+
+from .conftest import FIXTURES
+
+RECORDED = FIXTURES / "claude-code" / "2.1.197" / "print-tool" / "home"
+A = "claude-code"
+
+
+@pytest.fixture
+def journal() -> list[bytes]:
+    (path,) = RECORDED.glob("projects/*/*.jsonl")
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def engine_on(home: Path) -> Engine:
+    return Engine([Source(ClaudeCode(), home)], State(), Stats())
+
+
+def journal_path(home: Path) -> Path:
+    folder = home / "projects" / "-home-user-work-shop-api"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "0cb4ee5f-eeae-463f-9990-9f1af99a8fd0.jsonl"
+
+
+def totals(engine: Engine) -> tuple[int, int, int]:
+    t = engine.state.totals
+    return sum(t.messages.values()), sum(t.turns.values()), sum(t.tool_calls.values())
+
+
+def test_appended_lines_are_read_on_change(tmp_path: Path, journal: list[bytes]) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal[:4]))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    before = engine.stats.records[A]
+    with path.open("ab") as f:
+        f.write(b"".join(journal[4:]))
+    engine.changed([path])
+    assert engine.stats.records[A] == before + len(journal) - 4
+    assert totals(engine) == (2, 1, 1)
+
+
+def test_half_written_line_waits_for_its_end(tmp_path: Path, journal: list[bytes]) -> None:
+    path = journal_path(tmp_path)
+    whole = b"".join(journal)
+    path.write_bytes(whole[: len(whole) - 40])
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    assert engine.stats.parse_errors == {}
+    path.write_bytes(whole)
+    engine.changed([path])
+    assert engine.stats.parse_errors == {}
+    assert totals(engine) == (2, 1, 1)
+
+
+def test_truncated_then_rewritten_journal_counts_nothing_twice(
+    tmp_path: Path, journal: list[bytes]
+) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    path.write_bytes(b"")
+    engine.changed([path])
+    path.write_bytes(b"".join(journal))
+    engine.changed([path])
+    assert totals(engine) == (2, 1, 1)
+
+
+def test_replaced_journal_counts_nothing_twice(tmp_path: Path, journal: list[bytes]) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    other = path.with_suffix(".tmp")
+    other.write_bytes(b"".join(journal))
+    os.replace(other, path)
+    engine.changed([path, other])
+    assert totals(engine) == (2, 1, 1)
+
+
+def test_deleted_journal_is_forgotten_but_its_counts_stay(
+    tmp_path: Path, journal: list[bytes]
+) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    assert engine.stats.files[A] == 1
+    path.unlink()
+    engine.changed([path])
+    assert engine.stats.files[A] == 0
+    assert totals(engine) == (2, 1, 1)
+
+
+def test_new_file_in_a_new_folder_is_found(tmp_path: Path, journal: list[bytes]) -> None:
+    engine = engine_on(tmp_path)
+    (tmp_path / "projects").mkdir()
+    engine.catch_up()
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine.changed([path.parent])  # a watcher reports the new folder
+    assert totals(engine) == (2, 1, 1)
+
+
+def test_bad_line_costs_one_record_and_is_logged_once(
+    tmp_path: Path, journal: list[bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"{not json\n" + b"".join(journal) + b"[1, 2\n" + b'"x"\n')
+    engine = engine_on(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        engine.catch_up()
+    assert engine.stats.parse_errors == {(A, "invalid_json"): 2}
+    assert totals(engine) == (2, 1, 1)
+    warnings = [r for r in caplog.records if "invalid_json" in r.getMessage()]
+    assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
+    assert "line 1" in warnings[0].getMessage()
+
+
+def test_unreadable_file_costs_that_file(
+    tmp_path: Path, journal: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = journal_path(tmp_path)
+    good.write_bytes(b"".join(journal))
+    bad = good.with_name("11111111-2222-3333-4444-555555555555.jsonl")
+    bad.write_bytes(b"".join(journal))
+    real_open = os.open
+
+    def deny(path: str | os.PathLike[str], *args: object, **kw: object) -> int:
+        if Path(path) == bad:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", deny)
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    assert totals(engine) == (2, 1, 1)
+    assert engine.stats.parse_errors[(A, "read_error")] == 1
+
+
+def test_a_reader_that_raises_costs_one_record(
+    tmp_path: Path, journal: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    from exporter.harnesses import claude_code
+
+    real = claude_code.JournalReader._assistant
+    calls = {"n": 0}
+
+    def flaky(self: claude_code.JournalReader, record: dict[str, object]) -> list[object]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyError("surprise")
+        return real(self, record)  # type: ignore[return-value]
+
+    monkeypatch.setattr(claude_code.JournalReader, "_assistant", flaky)
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    assert engine.stats.parse_errors == {(A, "reader_error"): 1}
+    assert sum(engine.state.totals.messages.values()) >= 1
+
+
+def test_live_index_change_and_removal(tmp_path: Path) -> None:
+    index = tmp_path / "sessions" / "4242.json"
+    index.parent.mkdir()
+    doc = {"pid": 4242, "sessionId": "s1", "startedAt": 1_700_000_000_000, "status": "busy"}
+    index.write_text(json.dumps(doc))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    engine.state.refresh(2000.0, lambda pid: 1_700_000_000.0)
+    assert engine.state.live[(A, "s1")].status == "busy"
+    index.write_text(json.dumps({**doc, "status": "waiting", "waitingFor": "permission prompt"}))
+    os.utime(index, ns=(1, 1))  # a same-size rewrite within one clock tick is still seen
+    engine.changed([index])
+    engine.state.refresh(2000.0, lambda pid: 1_700_000_000.0)
+    assert engine.state.live[(A, "s1")].reason == "permission prompt"
+    index.unlink()
+    engine.changed([index])
+    engine.state.refresh(2000.0, lambda pid: 1_700_000_000.0)
+    assert engine.state.live == {}
+
+
+def test_missing_home_is_no_error(tmp_path: Path) -> None:
+    engine = engine_on(tmp_path / "nothing-here")
+    engine.catch_up()
+    assert engine.stats.up[A] is True and engine.stats.files[A] == 0
+
+
+def test_credentials_are_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "4242.abc.key").write_text("secret")
+    (tmp_path / ".credentials.json").write_text("{}")
+    shutil.copytree(RECORDED / "projects", tmp_path / "projects")
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: str | os.PathLike[str], *args: object, **kw: object) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    engine_on(tmp_path).catch_up()
+    assert opened and not [p for p in opened if p.endswith((".key", "credentials.json"))]

@@ -1,0 +1,62 @@
+"""Every recorded scenario yields the facts in its expected.json (derived from the stub's log)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from exporter.views import session_rows
+
+from .conftest import app_for, expected
+
+TOKENS = ("input", "output", "cache_read", "cache_write")
+
+
+def rows_by_id(scenario: Path) -> dict[str, dict[str, Any]]:
+    app = app_for(scenario / "home")
+    return {r["session_id"]: r for r in session_rows(app.state, app.config.project, history=True)}
+
+
+def test_home_totals(scenario: Path) -> None:
+    facts = expected(scenario)["home"]
+    app = app_for(scenario / "home")
+    totals = app.state.totals
+    assert sum(totals.messages.values()) == facts["messages"]
+    for kind in TOKENS:
+        got = sum(v for k, v in totals.tokens.items() if k[3] == kind)
+        assert got == facts["tokens"][kind], kind
+    for model, per_model in facts.get("models", {}).items():
+        assert sum(v for k, v in totals.messages.items() if k[1] == model) == per_model["messages"]
+
+
+def test_sessions(scenario: Path) -> None:
+    rows = rows_by_id(scenario)
+    for want in expected(scenario)["sessions"]:
+        got = rows[want["session_id"]]
+        where = f"{scenario.name} {want['session_id']}"
+        assert got["messages"] == want["messages"], where
+        assert {k: got["tokens"][k] for k in TOKENS} == want["tokens"], where
+        for key in ("cwd", "model", "kind", "title", "title_source"):
+            assert got[key] == want[key], f"{where} {key}"
+        turns = dict(want["turns"])
+        unfinished = turns.pop("unfinished", 0)
+        turns["interrupted"] += unfinished  # no process left: an open turn ends interrupted
+        assert got["turns"] == turns, where
+        assert got["tool_calls"]["total"] == want["tool_calls"]["total"], where
+        assert got["tool_calls"]["error"] == want["tool_calls"]["error"], where
+        assert got["live"] is False  # no recorded process runs on this machine
+
+
+def test_subagents(scenario: Path) -> None:
+    rows = rows_by_id(scenario)
+    for want in expected(scenario)["sessions"]:
+        got = {s["id"]: s for s in rows[want["session_id"]]["subagents"]}
+        assert set(got) == {s["id"] for s in want["subagents"]}, scenario.name
+        for sub in want["subagents"]:
+            mine = got[sub["id"]]
+            where = f"{scenario.name} {sub['id']}"
+            assert mine["type"] == sub["type"], where
+            assert mine["state"] == sub["state"], where
+            assert mine["messages"] == sub["messages"], where
+            assert {k: mine["tokens"][k] for k in TOKENS} == sub["tokens"], where
+            assert mine["tool_calls"] == sub["tool_calls"], where
