@@ -13,7 +13,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff() -> None:
-    result = run(sys.executable, "-m", "ruff", "check", "exporter", "tests")
+    result = run(sys.executable, "-m", "ruff", "check", "exporter", "tests", "fixtures/record")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
