@@ -13,7 +13,7 @@ it (`--fork-session` copies records verbatim; sub-agent and lead journals share 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from .events import (
@@ -40,6 +40,9 @@ TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0,
 TOOL_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 ABANDON_AFTER = 120.0
 """A session with no live process and an open turn is closed this long after its last record."""
+RECENT_MESSAGES = 4096
+"""Responses whose usage may still grow (their copies are written close together); older ones
+are only remembered as seen, so memory does not grow with the usage of all history."""
 MAX_LABEL_VALUES = 200
 """Distinct tool / sub-agent type label values per agent before the rest become "other"."""
 
@@ -90,7 +93,9 @@ class State:
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
         self.totals = Totals()
-        self._usage: dict[tuple[str, str], tuple[Usage, Session, Subagent | None]] = {}
+        self._usage: OrderedDict[tuple[str, str], tuple[Usage, Session, Subagent | None]] = (
+            OrderedDict()
+        )
         self._seen = SeenIds()
         self._labels: dict[tuple[str, str], set[str]] = {}
 
@@ -166,10 +171,12 @@ class State:
             self.totals.messages[(agent, event.model, session.cwd or "")] += 1
         old, owner, sub = known
         new = old.max(event.usage)
-        if new == old:
-            self._usage[key] = known
-            return
         self._usage[key] = (new, owner, sub)
+        self._usage.move_to_end(key)
+        if len(self._usage) > RECENT_MESSAGES:
+            self._usage.popitem(last=False)
+        if new == old:
+            return
         delta = new.minus(old)
         owner.tokens = owner.tokens.plus(delta)
         if sub is not None:
