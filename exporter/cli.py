@@ -92,6 +92,8 @@ def serve(config: Config) -> int:
     ready, stop = threading.Event(), threading.Event()
 
     def page() -> str:
+        with app.state.lock:
+            app.state.refresh(time.time(), process_start)
         rows = session_rows(app.state, config.project, history=False)
         return landing_page(rows, config.telemetry_path, ready.is_set())
 

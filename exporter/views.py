@@ -8,7 +8,7 @@ from typing import Any
 
 from .events import LiveIndexRead
 from .labels import STATES, ProjectLabel, live_state
-from .session import Session
+from .session import Session, Subagent
 from .state import State
 
 _ORDER = {
@@ -63,9 +63,15 @@ def _row(session: Session, entry: LiveIndexRead | None, project: ProjectLabel) -
         "turns": {o: session.turns[o] for o in ("completed", "interrupted", "failed")},
         "tool_calls": {"total": session.tool_calls, "error": session.tool_errors},
         "tokens": session.tokens.as_dict(),
-        "subagents": [s.as_dict() for s in session.unique_subagents()],
+        "subagents": [_subagent(s) for s in session.unique_subagents()],
         "_updated": updated,
     }
+
+
+def _subagent(sub: Subagent) -> dict[str, Any]:
+    row = sub.as_dict()
+    row["started_at"], row["ended_at"] = iso(sub.started_at), iso(sub.ended_at)
+    return row
 
 
 _COLUMNS = ("STATE", "AGENT", "PROJECT", "TITLE", "MODEL", "TURNS", "TOKENS", "UPDATED")

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +31,8 @@ class Server(ThreadingHTTPServer):
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
         self.page, self.ready = page, ready
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
 
     def start(self) -> threading.Thread:
