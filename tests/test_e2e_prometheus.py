@@ -183,6 +183,23 @@ def test_prometheus_sees_history_and_a_session_that_starts_waiting(
     assert float(messages[0]["value"][1]) == facts["home"]["messages"]
     assert query(prometheus, 'coding_agent_subagents_total{outcome="completed"} == 1')
 
+    # a new session file appears, written in two pieces that split a line
+    (journal,) = (FIXTURES / "claude-code" / "2.1.197" / "print-answer" / "home").glob(
+        "projects/*/*.jsonl"
+    )
+    data = journal.read_bytes()
+    target = home / "projects" / journal.parent.name / journal.name
+    target.write_bytes(data[: len(data) // 2])
+    with target.open("ab") as f:
+        f.write(data[len(data) // 2 :])
+    wait_for("second session", lambda: query(prometheus, "sum(coding_agent_sessions_total) == 2"))
+    assert (
+        query(prometheus, "sum(coding_agent_exporter_parse_errors_total) or vector(0)")[0]["value"][
+            1
+        ]
+        == "0"
+    )
+
     write_index(home, agent_process, session_id, status="busy")
     running = wait_for(
         "running session",
