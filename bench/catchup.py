@@ -28,7 +28,16 @@ from exporter.cli import App  # noqa: E402
 from exporter.config import parse  # noqa: E402
 
 FIXTURES = ROOT / "fixtures" / "claude-code"
-_IDS = re.compile(rb"(msg_stub_|toolu_stub_|req_stub_)[0-9a-f]{12}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_IDS = re.compile(
+    rb"(msg_stub_|toolu_stub_|req_stub_)[0-9a-f]{12}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
+
+
+def _fresh(text: bytes, old_sid: str, sid: str, project: int, suffix: bytes) -> bytes:
+    """The same records under new ids: a session, messages and tool calls of their own."""
+    text = text.replace(old_sid.encode(), sid.encode())
+    text = text.replace(b"/home/user/work/shop-api", f"/home/user/work/project-{project}".encode())
+    return _IDS.sub(lambda m: m.group(0)[:-8] + suffix, text)
 
 
 def build(home: Path, sessions: int) -> None:
@@ -38,21 +47,15 @@ def build(home: Path, sessions: int) -> None:
         journal, folder = templates[n % len(templates)]
         project = home / "projects" / f"-home-user-work-project-{n % 50}"
         project.mkdir(parents=True, exist_ok=True)
-        suffix = f"{n:08x}".encode()
-        sid = str(uuid.UUID(int=n + 1))
-
-        def fresh(text: bytes, sid: str = sid, suffix: bytes = suffix) -> bytes:
-            text = text.replace(journal.stem.encode(), sid.encode())
-            text = text.replace(b"/home/user/work/shop-api", f"/home/user/work/project-{n % 50}".encode())
-            return _IDS.sub(lambda m: m.group(0)[:-8] + suffix, text)
-
-        (project / f"{sid}.jsonl").write_bytes(fresh(journal.read_bytes()))
+        sid, suffix = str(uuid.UUID(int=n + 1)), f"{n:08x}".encode()
+        args = (journal.stem, sid, n % 50, suffix)
+        (project / f"{sid}.jsonl").write_bytes(_fresh(journal.read_bytes(), *args))
         sub = folder / "subagents"
         if sub.is_dir():
             out = project / sid / "subagents"
             out.mkdir(parents=True, exist_ok=True)
             for f in sub.iterdir():
-                (out / f.name).write_bytes(fresh(f.read_bytes()))
+                (out / f.name).write_bytes(_fresh(f.read_bytes(), *args))
 
 
 def measure(home: Path) -> dict[str, float]:

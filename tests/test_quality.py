@@ -13,7 +13,12 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff() -> None:
-    result = run(sys.executable, "-m", "ruff", "check", "exporter", "tests", "fixtures/record")
+    result = run(sys.executable, "-m", "ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format() -> None:
+    result = run(sys.executable, "-m", "ruff", "format", "--check", ".")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
