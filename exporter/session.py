@@ -103,6 +103,12 @@ class Session:
             self.subagents[agent_id] = self.subagents[call_id] = found
         return found
 
+    def has_open_work(self) -> bool:
+        """A turn, a tool call or a sub-agent that has not ended yet."""
+        if self.turn_open_at is not None or self.open_tools:
+            return True
+        return any(sub.state == "running" for sub in self.subagents.values())
+
     def unique_subagents(self) -> list[Subagent]:
         seen: dict[int, Subagent] = {}
         for sub in self.subagents.values():

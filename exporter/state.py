@@ -290,7 +290,7 @@ class State:
                 if at >= session.turn_open_at:
                     self._close(session, at, foreground_only=True)
         for key, session in self.sessions.items():
-            if key in self.live or (session.turn_open_at is None and not _running(session)):
+            if key in self.live or not session.has_open_work():
                 continue
             last = session.updated_at or 0.0
             if key in stale or now - last >= ABANDON_AFTER:
@@ -307,7 +307,3 @@ class State:
         if not foreground_only:
             for call_id in list(session.open_tools):
                 self._tool_ended(session, call_id, "cancelled", at)
-
-
-def _running(session: Session) -> bool:
-    return bool(session.open_tools) or any(s.state == "running" for s in session.unique_subagents())
