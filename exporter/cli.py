@@ -23,7 +23,7 @@ from .harnesses import HARNESSES
 from .live import Probe, process_start
 from .metrics import ExporterCollector, StateCollector
 from .state import State
-from .views import landing_page, session_rows, table
+from .views import iso, landing_page, session_rows, table
 from .watch import Watcher
 
 log = logging.getLogger("exporter")
@@ -151,14 +151,15 @@ def _metrics(config: Config) -> int:
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
-            {
-                "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "msg": record.getMessage(),
-            }
-        )
+        entry = {
+            "ts": iso(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
 
 
 def _logging(config: Config) -> None:

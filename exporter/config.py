@@ -126,12 +126,18 @@ def parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     return top
 
 
+def _command_first(argv: list[str]) -> list[str]:
+    """`--flag value sessions` works like `sessions --flag value`; no command means serve."""
+    for i, arg in enumerate(argv):
+        if arg in COMMANDS:
+            return [arg, *argv[:i], *argv[i + 1 :]]
+    if argv and argv[0] in ("-h", "--help", "--version"):
+        return argv
+    return ["serve", *argv]
+
+
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
-    args_in = list(argv)
-    if not args_in or (
-        args_in[0].startswith("-") and args_in[0] not in ("-h", "--help", "--version")
-    ):
-        args_in.insert(0, "serve")
+    args_in = _command_first(list(argv))
     top = parser(environ)
     for name, raw in environ.items():
         if name.startswith(ENV_PREFIX + "HARNESS_") and raw.strip().lower() not in _TRUE | _FALSE:

@@ -38,6 +38,11 @@ def test_every_flag_has_an_env_var_and_the_flag_wins() -> None:
     assert parse(["--web.listen-address", "127.0.0.1:1"], env).port == 1
 
 
+def test_flags_may_come_before_the_command() -> None:
+    config = parse(["--log.format", "json", "sessions", "--all"], HOME)
+    assert (config.command, config.log_format, config.all) == ("sessions", "json", True)
+
+
 def test_claude_config_dir_is_the_default_home() -> None:
     config = parse([], {**HOME, "CLAUDE_CONFIG_DIR": "/cfg"})
     assert config.homes["claude-code"] == Path("/cfg")
