@@ -92,6 +92,20 @@ class ModelResponded:
     usage: Usage
     subagent_id: str | None = None
     main: bool = True  # written in the lead session's own journal (sets the session's model)
+    requested_at: float | None = None  # the record before the response: the request went out
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFailed:
+    """A model request that ended in an error instead of a response (an API error)."""
+
+    session_id: str
+    at: float
+    error: str
+    model: str | None = None
+    subagent_id: str | None = None
+    requested_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +192,7 @@ class LiveIndexRemoved:
 
 Event = (
     SessionSeen
+    | ModelFailed
     | TitleSet
     | ModelResponded
     | TurnStarted
@@ -195,6 +210,7 @@ __all__ = [
     "Event",
     "LiveIndexRead",
     "LiveIndexRemoved",
+    "ModelFailed",
     "ModelResponded",
     "SessionSeen",
     "SubagentEnded",

@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 from exporter.events import (
     LiveIndexRead,
     LiveIndexRemoved,
+    ModelFailed,
     ModelResponded,
     SessionSeen,
     SubagentEnded,
@@ -125,10 +126,29 @@ def test_one_record_per_content_block_reports_the_response_with_usage() -> None:
             message_id="msg_1",
             model="claude-opus-4-8",
             usage=Usage(input=3, output=40, cache_read=100, cache_write=20),
+            finish_reason="tool_use",
         )
     ]
     started = [e for e in events if isinstance(e, ToolCallStarted)]
     assert [(s.call_id, s.tool) for s in started] == [("toolu_1", "Bash")]
+
+
+def test_a_response_was_requested_when_the_record_before_it_was_written() -> None:
+    reader = JournalReader(SID)
+    reader.feed(user("go", timestamp="2026-11-30T09:15:04.000Z"))
+    first = assistant({"type": "thinking", "thinking": "hm"})
+    first["timestamp"] = "2026-11-30T09:15:06.000Z"
+    second = assistant({"type": "text", "text": "ok"})
+    second["timestamp"] = "2026-11-30T09:15:07.000Z"
+    copies = [e for r in (first, second) for e in reader.feed(r) if isinstance(e, ModelResponded)]
+    assert [c.requested_at for c in copies] == [copies[0].at - 2, copies[0].at - 2]
+
+
+def test_api_error_is_a_failed_request() -> None:
+    record = assistant({"type": "text", "text": "API Error: 400"}, model="<synthetic>")
+    record.update(isApiErrorMessage=True, apiErrorStatus=400)
+    (failed,) = [e for e in JournalReader(SID).feed(record) if isinstance(e, ModelFailed)]
+    assert failed.error == "400"
 
 
 def test_end_turn_ends_the_turn_completed_once_the_next_record_comes() -> None:

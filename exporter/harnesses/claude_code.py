@@ -26,6 +26,7 @@ from ..events import (
     Kind,
     LiveIndexRead,
     LiveIndexRemoved,
+    ModelFailed,
     ModelResponded,
     SessionSeen,
     SubagentEnded,
@@ -203,6 +204,8 @@ class JournalReader:
         self.at = 0.0
         self.first_at: float | None = None
         self.pending: TurnEnded | None = None
+        self.previous_at = 0.0
+        self.request: tuple[str, float | None] = ("", None)  # message id, when it was requested
         self.cwd: str | None = None
 
     @property
@@ -218,7 +221,7 @@ class JournalReader:
                 self.first_at = at
             elif at < self.first_at - COPY_SLACK:
                 return self._copied(record)
-            self.at = max(self.at, at)
+            self.previous_at, self.at = self.at, max(self.at, at)
         kind = record.get("type")
         events: list[Event] = self._settle(record)
         if kind in _CONVERSATION:
@@ -274,12 +277,13 @@ class JournalReader:
             return []
         model = message.get("model")
         if model == SYNTHETIC_MODEL or not isinstance(model, str):
-            if record.get("isApiErrorMessage") and self.main:
-                return [TurnEnded(session_id=self.session_id, at=self.at, outcome="failed")]
-            return []
+            return self._failed(record) if record.get("isApiErrorMessage") else []
         events: list[Event] = []
         message_id = message.get("id")
         if isinstance(message_id, str):
+            if self.request[0] != message_id:  # the first of its copies: note the request time
+                self.request = (message_id, self.previous_at or None)
+            reason = message.get("stop_reason")
             events.append(
                 ModelResponded(
                     session_id=self.session_id,
@@ -289,6 +293,8 @@ class JournalReader:
                     usage=usage_of(message.get("usage")),
                     subagent_id=self.subagent_id,
                     main=self.main,
+                    requested_at=self.request[1],
+                    finish_reason=reason if isinstance(reason, str) else None,
                 )
             )
         content = message.get("content")
@@ -297,6 +303,22 @@ class JournalReader:
                 events += self._tool_use(part)
         if message.get("stop_reason") == "end_turn" and self.main:
             self.pending = TurnEnded(session_id=self.session_id, at=self.at, outcome="completed")
+        return events
+
+    def _failed(self, record: Mapping[str, Any]) -> list[Event]:
+        status, error = record.get("apiErrorStatus"), record.get("apiError") or record.get("error")
+        reason = str(status) if isinstance(status, int) else str(error or "api_error")
+        events: list[Event] = [
+            ModelFailed(
+                session_id=self.session_id,
+                at=self.at,
+                error=reason,
+                subagent_id=self.subagent_id,
+                requested_at=self.previous_at or None,
+            )
+        ]
+        if self.main:
+            events.append(TurnEnded(session_id=self.session_id, at=self.at, outcome="failed"))
         return events
 
     def _settle(self, record: Mapping[str, Any]) -> list[Event]:
