@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -22,7 +22,9 @@ from .engine import Engine, Source, Stats
 from .harnesses import HARNESSES
 from .live import Probe, process_start
 from .metrics import ExporterCollector, StateCollector
+from .otel import CountingExporter, otlp_exporter, tracer, tracer_provider
 from .state import State
+from .traces import SpanWriter
 from .views import iso, landing_page, session_rows, table
 from .watch import Watcher
 
@@ -49,9 +51,10 @@ class App:
         process_metrics: bool = True,
         clock: Callable[[], float] = time.time,
         probe: Probe = process_start,
+        spans: Spans | None = None,
     ) -> None:
-        self.config, self.clock, self.probe = config, clock, probe
-        self.state = State()
+        self.config, self.clock, self.probe, self.spans = config, clock, probe, spans
+        self.state = State(spans.writer if spans is not None else None)
         self.stats = Stats()
         sources = [Source(HARNESSES[name](), home) for name, home in config.homes.items()]
         self.engine = Engine(sources, self.state, self.stats)
@@ -59,7 +62,8 @@ class App:
         self.registry = CollectorRegistry(auto_describe=True)
         collector = StateCollector(self.state, agents, config.project, clock=clock, probe=probe)
         self.registry.register(collector)
-        self.registry.register(ExporterCollector(self.stats, agents))
+        counts = spans.exporter.counts if spans is not None else None
+        self.registry.register(ExporterCollector(self.stats, agents, counts))
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -85,10 +89,28 @@ class App:
         )
 
 
+class Spans:
+    """The SDK pipeline and the writer that feeds it, when traces are on."""
+
+    def __init__(self, config: Config, environ: Mapping[str, str], started: float) -> None:
+        self.exporter = CountingExporter(otlp_exporter(environ))
+        self.provider = tracer_provider(environ, self.exporter)
+        backfill = config.backfill or 0.0
+        self.writer = SpanWriter(tracer(self.provider), config.project, since=started - backfill)
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
 def serve(config: Config) -> int:
     from .web import Server
 
-    app = App(config)
+    try:
+        spans = Spans(config, os.environ, time.time()) if config.traces else None
+    except ValueError as error:
+        log.error("traces: %s", error)
+        return 2
+    app = App(config, spans=spans)
     ready, stop = threading.Event(), threading.Event()
 
     def page() -> str:
@@ -126,6 +148,8 @@ def serve(config: Config) -> int:
         watcher.stop()
         server.shutdown()
         server.server_close()
+        if spans is not None:
+            spans.shutdown()  # sends what is still queued
     return 0
 
 

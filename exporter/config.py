@@ -17,6 +17,7 @@ from typing import Any
 from . import __version__
 from .harnesses import HARNESSES
 from .labels import ProjectLabel
+from .otel import endpoint_configured
 
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
@@ -37,6 +38,8 @@ class Config:
     log_format: str
     json: bool = False
     all: bool = False
+    traces: bool = False
+    backfill: float | None = None  # seconds of history to send as traces; inf = all
 
 
 def env_name(flag: str) -> str:
@@ -48,6 +51,17 @@ def listen_address(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:10464)")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def duration(text: str) -> float:
+    """`all`, or a number with a unit: 90s, 30m, 12h, 7d."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if text == "all":
+        return float("inf")
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.replace(".", "", 1).isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30m, 12h, 7d, or all")
+    return float(number) * units[unit]
 
 
 def telemetry_path(text: str) -> str:
@@ -92,6 +106,25 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "How a session's cwd becomes the `project` label: path "
         "(with $HOME shown as ~), basename, or none.",
         choices=["path", "basename", "none"],
+    )
+    traces = common.add_argument_group("traces (OTLP; the endpoint comes from OTEL_* variables)")
+    flag = "--traces.enabled"
+    raw = environ.get(env_name(flag), "true" if endpoint_configured(environ) else "false")
+    traces.add_argument(
+        flag,
+        action=argparse.BooleanOptionalAction,
+        default=raw.strip().lower() in _TRUE,
+        help=f"Send every turn as a trace over OTLP. [env {env_name(flag)}] (default: on "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set)",
+    )
+    flag = "--traces.backfill"
+    traces.add_argument(
+        flag,
+        type=duration,
+        default=environ.get(env_name(flag)),
+        metavar="DURATION",
+        help="Also send turns that started this long before start-up (e.g. 7d), or all; "
+        f"by default only new turns are sent. [env {env_name(flag)}]",
     )
     add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
     add("--log.format", "text", "Log format.", choices=["text", "json"])
@@ -142,6 +175,9 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
     for name, raw in environ.items():
         if name.startswith(ENV_PREFIX + "HARNESS_") and raw.strip().lower() not in _TRUE | _FALSE:
             top.error(f"{name}={raw!r}: use true or false")
+    traces_env = environ.get(env_name("--traces.enabled"), "true").strip().lower()
+    if traces_env not in _TRUE | _FALSE:
+        top.error(f"{env_name('--traces.enabled')}={traces_env!r}: use true or false")
     args = top.parse_args(args_in)
     if args.command is None:
         top.print_help()
@@ -172,4 +208,6 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         log_format=values["log.format"],
         json=values.get("json", False),
         all=values.get("all", False),
+        traces=values["traces.enabled"],
+        backfill=values["traces.backfill"],
     )

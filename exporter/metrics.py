@@ -159,8 +159,10 @@ class StateCollector:
 
 
 class ExporterCollector:
-    def __init__(self, stats: Stats, agents: Sequence[str]) -> None:
-        self.stats, self.agents = stats, list(agents)
+    def __init__(
+        self, stats: Stats, agents: Sequence[str], spans: Counter[str] | None = None
+    ) -> None:
+        self.stats, self.agents, self.spans = stats, list(agents), spans
 
     def collect(self) -> Iterator[Metric]:
         stats = self.stats
@@ -200,6 +202,19 @@ class ExporterCollector:
             ["agent", "reason"],
             stats.parse_errors,
         )
+        if self.spans is not None:
+            yield _counter(
+                "coding_agent_exporter_spans_exported",
+                "Spans the OTLP endpoint accepted.",
+                [],
+                {(): self.spans["exported"]},
+            )
+            yield _counter(
+                "coding_agent_exporter_span_export_errors",
+                "Spans lost because the OTLP endpoint failed or could not be reached.",
+                [],
+                {(): self.spans["failed"]},
+            )
 
 
 def _counter(name: str, doc: str, labels: list[str], values: object) -> CounterMetricFamily:

@@ -21,6 +21,7 @@ from .events import (
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
+    ModelFailed,
     ModelResponded,
     SessionSeen,
     SubagentEnded,
@@ -33,6 +34,7 @@ from .events import (
     Usage,
 )
 from .live import Probe, holders
+from .observer import NoObserver, Observer
 from .seen import SeenIds
 from .session import OpenTool, Session, Subagent
 
@@ -87,8 +89,10 @@ def tool_label(tool: str) -> str:
 
 
 class State:
-    def __init__(self) -> None:
+    def __init__(self, observer: Observer | None = None) -> None:
         self.lock = threading.RLock()
+        self.observer: Observer = observer or NoObserver()
+        self._waiting: dict[tuple[str, str], tuple[str, float]] = {}  # reason, since
         self.sessions: dict[tuple[str, str], Session] = {}
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
@@ -118,6 +122,10 @@ class State:
                 self.session(agent, event.session_id).set_title(event.title, event.source)
             case ModelResponded():
                 self._responded(agent, event)
+            case ModelFailed():
+                session = self.session(agent, event.session_id)
+                sub = self._subagent_of(session, event.subagent_id)
+                self.observer.failed(session, sub, event)
             case TurnStarted():
                 self._turn_started(agent, event)
             case TurnEnded():
@@ -175,6 +183,8 @@ class State:
         self._usage.move_to_end(key)
         if len(self._usage) > RECENT_MESSAGES:
             self._usage.popitem(last=False)
+        if owner is session:
+            self.observer.responded(owner, sub, event, new)
         if new == old:
             return
         delta = new.minus(old)
@@ -201,6 +211,7 @@ class State:
         if session.turn_open_at is not None:
             self._turn_ended(session, event.at, "interrupted")
         session.turn_open_at = event.at
+        self.observer.turn_started(session, event.at, event.record_id)
 
     def _turn_ended(self, session: Session, at: float, outcome: str) -> None:
         session.touch(at)
@@ -215,6 +226,7 @@ class State:
         if outcome != "completed":
             for call_id in [c for c, t in session.open_tools.items() if t.subagent is None]:
                 self._tool_ended(session, call_id, "cancelled", at)
+        self.observer.turn_ended(session, at, outcome)
 
     def _tool_started(self, agent: str, event: ToolCallStarted) -> None:
         if self._seen.add(agent, "tool", event.call_id):
@@ -223,6 +235,7 @@ class State:
         session.touch(event.at)
         sub = self._subagent_of(session, event.subagent_id)
         session.open_tools[event.call_id] = OpenTool(event.tool, event.at, sub)
+        self.observer.tool_started(session, sub, event.call_id, event.tool, event.at)
         if sub is None:
             session.tool_calls += 1
         else:
@@ -241,6 +254,7 @@ class State:
             (session.agent, tool), Histogram(TOOL_BUCKETS)
         )
         histogram.observe(max(0.0, at - open_tool.at))
+        self.observer.tool_ended(session, call_id, outcome, at)
 
     def _subagent_started(self, agent: str, event: SubagentStarted) -> None:
         session = self.session(agent, event.session_id)
@@ -259,6 +273,7 @@ class State:
         sub.background = sub.background or bool(event.background)
         if event.at is not None and sub.started_at is None:
             sub.started_at = event.at
+        self.observer.subagent_started(session, sub)
 
     def _subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
         if sub.state != "running":
@@ -266,6 +281,7 @@ class State:
         sub.state, sub.ended_at = outcome, at
         kind = self._bounded(session.agent, "subagent_type", sub.subagent_type or "unknown")
         self.totals.subagents[(session.agent, kind, outcome)] += 1
+        self.observer.subagent_ended(session, sub, outcome, at)
 
     def _bounded(self, agent: str, label: str, value: str) -> str:
         values = self._labels.setdefault((agent, label), set())
@@ -283,6 +299,7 @@ class State:
         self.live, stale = holders(
             ((agent, entry) for (agent, _), entry in self.entries.items()), probe
         )
+        self._note_waits(now)
         for key, entry in self.live.items():
             session = self.session(*key)
             if entry.status in ("idle", "shell") and session.turn_open_at is not None:
@@ -295,6 +312,20 @@ class State:
             last = session.updated_at or 0.0
             if key in stale or now - last >= ABANDON_AFTER:
                 self._close(session, last, foreground_only=False)
+
+    def _note_waits(self, now: float) -> None:
+        """A live session that waited for the user and stopped waiting: tell the observer."""
+        for key, entry in self.live.items():
+            if entry.status == "waiting" and key not in self._waiting:
+                self._waiting[key] = (entry.reason or "input", entry.status_at or now)
+        for key, (reason, since) in list(self._waiting.items()):
+            holder = self.live.get(key)
+            if holder is not None and holder.status == "waiting":
+                continue
+            del self._waiting[key]
+            session = self.session(*key)
+            end = holder.status_at if holder is not None else session.updated_at
+            self.observer.waited(session, reason, since, max(since, end or since))
 
     def _close(self, session: Session, at: float, *, foreground_only: bool) -> None:
         if session.turn_open_at is not None:

@@ -1,0 +1,63 @@
+"""What `State` tells a listener as it counts work: the seam between state and traces.
+
+State calls these once per counted thing, in order, after deduplication (a forked copy or a
+repeated record never reaches an observer). Times come from the records.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .events import ModelFailed, ModelResponded, Usage
+from .session import Session, Subagent
+
+
+class Observer(Protocol):
+    def turn_started(self, session: Session, at: float, record_id: str) -> None: ...
+    def turn_ended(self, session: Session, at: float, outcome: str) -> None: ...
+    def responded(
+        self, session: Session, sub: Subagent | None, event: ModelResponded, usage: Usage
+    ) -> None: ...
+    def failed(self, session: Session, sub: Subagent | None, event: ModelFailed) -> None: ...
+    def tool_started(
+        self, session: Session, sub: Subagent | None, call_id: str, tool: str, at: float
+    ) -> None: ...
+    def tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None: ...
+    def subagent_started(self, session: Session, sub: Subagent) -> None: ...
+    def subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None: ...
+    def waited(self, session: Session, reason: str, start: float, end: float) -> None: ...
+
+
+class NoObserver:
+    """Nobody listens (no traces configured)."""
+
+    def turn_started(self, session: Session, at: float, record_id: str) -> None:
+        pass
+
+    def turn_ended(self, session: Session, at: float, outcome: str) -> None:
+        pass
+
+    def responded(
+        self, session: Session, sub: Subagent | None, event: ModelResponded, usage: Usage
+    ) -> None:
+        pass
+
+    def failed(self, session: Session, sub: Subagent | None, event: ModelFailed) -> None:
+        pass
+
+    def tool_started(
+        self, session: Session, sub: Subagent | None, call_id: str, tool: str, at: float
+    ) -> None:
+        pass
+
+    def tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None:
+        pass
+
+    def subagent_started(self, session: Session, sub: Subagent) -> None:
+        pass
+
+    def subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
+        pass
+
+    def waited(self, session: Session, reason: str, start: float, end: float) -> None:
+        pass

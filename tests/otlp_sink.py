@@ -1,0 +1,111 @@
+"""A real OTLP endpoint in the test process: HTTP/protobuf and gRPC, built from the same
+protobuf and grpc packages the OTLP exporter uses. It keeps every span it receives."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    service: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int
+    end: int
+    attributes: dict[str, Any]
+
+
+def _value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def take(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
+        with self._lock:
+            self.requests += 1
+            for resource_spans in request.resource_spans:
+                attrs = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+                for scope in resource_spans.scope_spans:
+                    for span in scope.spans:
+                        self.spans.append(
+                            ReceivedSpan(
+                                service=str(attrs.get("service.name")),
+                                trace_id=span.trace_id.hex(),
+                                span_id=span.span_id.hex(),
+                                parent_id=span.parent_span_id.hex(),
+                                name=span.name,
+                                start=span.start_time_unix_nano,
+                                end=span.end_time_unix_nano,
+                                attributes={a.key: _value(a.value) for a in span.attributes},
+                            )
+                        )
+
+
+class HttpSink(Sink):
+    def __init__(self) -> None:
+        super().__init__()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = trace_service_pb2.ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                sink.take(request)
+                reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class GrpcSink(Sink, trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.server.start()
+
+    def Export(
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: object
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        self.take(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def close(self) -> None:
+        self.server.stop(grace=None)

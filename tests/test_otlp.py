@@ -1,0 +1,118 @@
+"""Spans on the wire: `serve` sends recorded turns to a real OTLP endpoint over HTTP and gRPC."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .backends import free_port, get, wait_for
+from .conftest import FIXTURES
+from .otlp_sink import GrpcSink, HttpSink, Sink
+
+SCENARIO = FIXTURES / "claude-code" / "2.1.197" / "subagent-foreground"
+
+
+@pytest.fixture(params=["http/protobuf", "grpc"])
+def sink(request: pytest.FixtureRequest) -> Iterator[tuple[str, Sink]]:
+    protocol: str = request.param
+    receiver: HttpSink | GrpcSink = HttpSink() if protocol == "http/protobuf" else GrpcSink()
+    yield protocol, receiver
+    receiver.close()
+
+
+def serve(home: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--claude.home",
+                str(home),
+                "--web.listen-address",
+                f"127.0.0.1:{port}",
+                "--traces.backfill",
+                "all",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    process.port = port  # type: ignore[attr-defined]
+    return process
+
+
+def test_serve_sends_the_turn_tree_over_otlp(sink: tuple[str, Sink], tmp_path: Path) -> None:
+    protocol, receiver = sink
+    home = tmp_path / "claude"
+    shutil.copytree(SCENARIO / "home", home)
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+        "OTEL_SERVICE_NAME": "cae-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    process = serve(home, env, tmp_path / "exporter.log")
+    try:
+        wait_for("spans", lambda: len(receiver.spans) >= 8)
+        url = f"http://127.0.0.1:{process.port}/metrics"  # type: ignore[attr-defined]
+        wait_for("span counter", lambda: "spans_exported_total 8.0" in get(url)[1])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0, (tmp_path / "exporter.log").read_text()
+    assert len(receiver.spans) == 8  # the golden tree of this scenario, each span once
+    spans = {s.name: s for s in receiver.spans}
+    assert {s.service for s in receiver.spans} == {"cae-test"}
+    root = spans["invoke_agent claude-code"]
+    agent_tool = spans["execute_tool Agent"]
+    sub = spans["invoke_agent general-purpose"]
+    assert root.parent_id == "" and len({s.trace_id for s in receiver.spans}) == 1
+    assert agent_tool.parent_id == root.span_id and sub.parent_id == agent_tool.span_id
+    assert spans["execute_tool Bash"].parent_id == sub.span_id
+    assert root.attributes["gen_ai.conversation.id"] == SCENARIO_SESSION
+    assert root.attributes["gen_ai.provider.name"] == "anthropic"
+    assert root.attributes["coding_agent.turn.outcome"] == "completed"
+    assert root.start < agent_tool.start < agent_tool.end <= root.end
+
+
+SCENARIO_SESSION = next(SCENARIO.glob("home/projects/*/*.jsonl")).stem
+
+
+def test_no_history_is_sent_by_default(tmp_path: Path) -> None:
+    receiver = HttpSink()
+    try:
+        home = tmp_path / "claude"
+        shutil.copytree(SCENARIO / "home", home)
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        port = free_port()
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--claude.home",
+                str(home),
+                "--web.listen-address",
+                f"127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        wait_for("ready", lambda: get(f"http://127.0.0.1:{port}/-/ready")[0] == 200)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert receiver.spans == []
+    finally:
+        receiver.close()

@@ -1,0 +1,114 @@
+"""Span trees for every recorded scenario (InMemorySpanExporter), and the rules behind them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from exporter.engine import Engine, Source, Stats
+from exporter.harnesses.claude_code import ClaudeCode
+from exporter.labels import ProjectLabel
+from exporter.otel import tracer, tracer_provider
+from exporter.state import State
+from exporter.traces import SpanWriter
+
+from .conftest import GOLDEN, NOW, scenario_id
+
+SHOWN = (
+    "gen_ai.response.id",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.tool.name",
+    "gen_ai.agent.id",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "coding_agent.turn.outcome",
+    "coding_agent.tool.outcome",
+    "coding_agent.subagent.outcome",
+    "coding_agent.subagent.background",
+    "error.type",
+)
+
+
+def spans_for(home: Path, *, since: float = 0.0) -> list[ReadableSpan]:
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    writer = SpanWriter(tracer(provider), ProjectLabel("path", "/home/user"), since=since)
+    state = State(observer=writer)
+    engine = Engine([Source(ClaudeCode(), home)], state, Stats())
+    engine.catch_up()
+    state.refresh(NOW, lambda pid: None)  # every recorded process is gone: all work ends
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def render(spans: list[ReadableSpan]) -> str:
+    """The span trees as indented text: name, offset and duration from the trace's root, and
+    the attributes that matter, children in start order."""
+    by_parent: dict[int | None, list[ReadableSpan]] = {}
+    ids = {s.context.span_id for s in spans}
+    for span in spans:
+        parent = span.parent.span_id if span.parent is not None else None
+        by_parent.setdefault(parent if parent in ids else None, []).append(span)
+    lines: list[str] = []
+
+    def walk(span: ReadableSpan, depth: int, origin: int) -> None:
+        start, end = span.start_time or 0, span.end_time or 0
+        attrs = span.attributes or {}
+        shown = " ".join(
+            f"{k.removeprefix('gen_ai.usage.')}={_value(attrs[k])}" for k in SHOWN if k in attrs
+        )
+        status = " ERROR" if span.status.status_code.name == "ERROR" else ""
+        lines.append(
+            f"{'  ' * depth}{span.name} +{(start - origin) / 1e9:.3f}s "
+            f"{(end - start) / 1e9:.3f}s{status} {shown}".rstrip()
+        )
+        for child in sorted(by_parent.get(span.context.span_id, []), key=_order):
+            walk(child, depth + 1, origin)
+
+    for root in sorted(by_parent.get(None, []), key=_order):
+        lines.append(f"trace {root.context.trace_id:032x}")
+        walk(root, 1, root.start_time or 0)
+    return "\n".join(lines) + "\n"
+
+
+def _order(span: ReadableSpan) -> tuple[int, str]:
+    return (span.start_time or 0, span.name)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def test_golden_span_trees(scenario: Path) -> None:
+    """`UPDATE_GOLDEN=1 pytest tests/test_traces.py` rewrites them after a deliberate change."""
+    golden = GOLDEN / "traces" / f"{scenario_id(scenario)}.txt"
+    text = render(spans_for(scenario / "home"))
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file {golden}: run with UPDATE_GOLDEN=1"
+    assert text == golden.read_text()
+
+
+def test_every_span_ends_and_times_come_from_the_records(scenario: Path) -> None:
+    spans = spans_for(scenario / "home")
+    for span in spans:
+        assert span.end_time is not None and span.start_time is not None
+        assert span.end_time >= span.start_time
+        assert 1.7e18 < span.start_time < NOW * 1e9  # a record's time, not the exporter's clock
+
+
+def test_same_files_same_ids(scenario: Path) -> None:
+    first = {(s.context.trace_id, s.context.span_id) for s in spans_for(scenario / "home")}
+    second = {(s.context.trace_id, s.context.span_id) for s in spans_for(scenario / "home")}
+    assert first == second
+
+
+def test_history_is_not_sent_unless_asked(scenario: Path) -> None:
+    assert spans_for(scenario / "home", since=NOW) == []
