@@ -8,57 +8,25 @@ through Prometheus' HTTP API. Needs Debian's `prometheus` package (.ci/run insta
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import psutil
 import pytest
 
+from .backends import (
+    get,
+    prometheus_config,
+    query,
+    run_exporter,
+    run_prometheus,
+    wait_for,
+    write_index,
+)
 from .conftest import FIXTURES, expected
 
 SCENARIO = FIXTURES / "claude-code" / "2.1.332" / "subagent-background"
-DEADLINE = 45.0  # Prometheus 2.42 takes ~6 s to its first scrape
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def wait_for(what: str, check: Callable[[], Any]) -> Any:
-    """Poll until `check()` returns something truthy (a bounded wait on another process)."""
-    deadline = time.monotonic() + DEADLINE
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as error:
-            last = error
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 @pytest.fixture
@@ -79,95 +47,15 @@ def agent_process() -> Iterator[subprocess.Popen[bytes]]:
 
 @pytest.fixture
 def exporter(home: Path, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = (tmp_path / "exporter.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "serve",
-            "--claude.home",
-            str(home),
-            "--web.listen-address",
-            f"127.0.0.1:{port}",
-            "--log.level",
-            "debug",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for("exporter ready", lambda: get(url + "/-/ready")[0] == 200)
+    with run_exporter(home, tmp_path) as url:
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=10)
-        log.close()
-        assert code == 0, (tmp_path / "exporter.log").read_text()
 
 
 @pytest.fixture
 def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus not found: install Debian's prometheus package (.ci/run does)"
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
     target = exporter.removeprefix("http://")
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        f"  - job_name: exporter\n    static_configs: [{{targets: ['{target}']}}]\n"
-    )
-    with (tmp_path / "prometheus.log").open("wb") as log:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_for("prometheus ready", lambda: get(url + "/-/ready")[0] == 200)
-            yield url
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
-
-
-def query(prometheus: str, expr: str) -> list[dict[str, Any]]:
-    status, body = get(prometheus + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
-    assert status == 200, body
-    result: list[dict[str, Any]] = json.loads(body)["data"]["result"]
-    return result
-
-
-def write_index(
-    home: Path, process: subprocess.Popen[bytes], session_id: str, **status: str
-) -> None:
-    started_ms = int(psutil.Process(process.pid).create_time() * 1000)
-    doc = {
-        "pid": process.pid,
-        "sessionId": session_id,
-        "cwd": "/home/user/work/shop-api",
-        "startedAt": started_ms,
-        "kind": "interactive",
-        "entrypoint": "cli",
-        "name": "shop-api-1",
-        "updatedAt": started_ms,
-        "statusUpdatedAt": started_ms,
-        **status,
-    }
-    path = home / "sessions" / f"{process.pid}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)  # the way an agent rewrites its index
+    with run_prometheus(tmp_path, prometheus_config(target)) as url:
+        yield url
 
 
 def test_prometheus_sees_history_and_a_session_that_starts_waiting(
