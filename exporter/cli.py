@@ -17,6 +17,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from .checkpoint import Checkpoint
 from .config import Config, parse
 from .engine import Engine, Source, Stats
 from .harnesses import HARNESSES
@@ -29,6 +30,8 @@ from .views import iso, landing_page, session_rows, table
 from .watch import Watcher
 
 log = logging.getLogger("exporter")
+CHECKPOINT_EVERY = 5.0
+"""Seconds between writes of the traces checkpoint (and one more at shutdown)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,11 +98,25 @@ class Spans:
     def __init__(self, config: Config, environ: Mapping[str, str], started: float) -> None:
         self.exporter = CountingExporter(otlp_exporter(environ))
         self.provider = tracer_provider(environ, self.exporter)
-        backfill = config.backfill or 0.0
-        self.writer = SpanWriter(tracer(self.provider), config.project, since=started - backfill)
+        self.checkpoint = Checkpoint(config.state_dir)
+        since = started  # by default no history: only turns from now on
+        if config.backfill is not None:
+            since = started - config.backfill
+        elif self.checkpoint.saved_at is not None:
+            since = self.checkpoint.saved_at  # pick up where the last run stopped
+        self.writer = SpanWriter(
+            tracer(self.provider), config.project, since=since, checkpoint=self.checkpoint
+        )
+        self._saved = time.monotonic()
+
+    def save(self, *, now: float, force: bool = False) -> None:
+        if force or time.monotonic() - self._saved >= CHECKPOINT_EVERY:
+            self.checkpoint.save(now)
+            self._saved = time.monotonic()
 
     def shutdown(self) -> None:
         self.provider.shutdown()
+        self.checkpoint.save(time.time())
 
 
 def serve(config: Config) -> int:
@@ -144,6 +161,8 @@ def serve(config: Config) -> int:
             changed = watcher.changed(timeout=1.0)
             if changed:
                 app.engine.changed(sorted(changed))
+            if spans is not None:
+                spans.save(now=time.time())
     finally:
         watcher.stop()
         server.shutdown()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .checkpoint import default_dir
 from .harnesses import HARNESSES
 from .labels import ProjectLabel
 from .otel import endpoint_configured
@@ -40,6 +41,7 @@ class Config:
     all: bool = False
     traces: bool = False
     backfill: float | None = None  # seconds of history to send as traces; inf = all
+    state_dir: Path | None = None
 
 
 def env_name(flag: str) -> str:
@@ -126,6 +128,13 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="Also send turns that started this long before start-up (e.g. 7d), or all; "
         f"by default only new turns are sent. [env {env_name(flag)}]",
     )
+    add(
+        "--state.dir",
+        str(default_dir(environ)),
+        "The exporter's own state (which turns "
+        "were sent as traces). Never inside an agent's folder.",
+        metavar="DIR",
+    )
     add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
     add("--log.format", "text", "Log format.", choices=["text", "json"])
     return common
@@ -210,4 +219,5 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         all=values.get("all", False),
         traces=values["traces.enabled"],
         backfill=values["traces.backfill"],
+        state_dir=Path(values["state.dir"]).expanduser(),
     )

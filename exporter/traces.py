@@ -27,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 
 from . import semconv as sc
+from .checkpoint import Checkpoint
 from .events import ModelFailed, ModelResponded, Usage
 from .labels import ProjectLabel
 from .session import Session, Subagent
@@ -82,8 +83,16 @@ def _usage_attributes(usage: Usage) -> dict[str, int]:
 class SpanWriter:
     """An `observer.Observer` that writes spans through `tracer`."""
 
-    def __init__(self, tracer: trace.Tracer, project: ProjectLabel, *, since: float = 0.0) -> None:
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        project: ProjectLabel,
+        *,
+        since: float = 0.0,
+        checkpoint: Checkpoint | None = None,
+    ) -> None:
         self.tracer, self.project, self.since = tracer, project, since
+        self.checkpoint = checkpoint or Checkpoint(None)
         self._turns: dict[tuple[str, str], _Turn | None] = {}
         self._tools: dict[str, Span] = {}
         self._tool_contexts: OrderedDict[str, SpanContext] = OrderedDict()
@@ -97,10 +106,10 @@ class SpanWriter:
 
     def turn_started(self, session: Session, at: float, record_id: str) -> None:
         key = (session.agent, session.session_id)
-        if at < self.since:
+        trace_id = _id(16, "turn", *key, record_id)
+        if at < self.since or trace_id in self.checkpoint:
             self._turns[key] = None
             return
-        trace_id = _id(16, "turn", *key, record_id)
         attributes = {
             sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.AGENT_NAME: session.agent,
@@ -132,6 +141,7 @@ class SpanWriter:
         if outcome == "failed":
             span.set_status(Status(StatusCode.ERROR, "the turn ended in an API error"))
         span.end(_ns(at))
+        self.checkpoint.add(turn.context.trace_id, at)
 
     # -- model calls ---------------------------------------------------------------------------
 

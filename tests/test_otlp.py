@@ -116,3 +116,81 @@ def test_no_history_is_sent_by_default(tmp_path: Path) -> None:
         assert receiver.spans == []
     finally:
         receiver.close()
+
+
+def run_once(home: Path, env: dict[str, str], log: Path, *argv: str) -> None:
+    """Start `serve`, let it catch up and send, stop it cleanly."""
+    port = free_port()
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--claude.home",
+                str(home),
+                "--web.listen-address",
+                f"127.0.0.1:{port}",
+                *argv,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        wait_for("ready", lambda: get(f"http://127.0.0.1:{port}/-/ready")[0] == 200)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0, log.read_text()
+
+
+def test_a_restart_sends_no_turn_twice_and_misses_none(tmp_path: Path) -> None:
+    receiver = HttpSink()
+    try:
+        home = tmp_path / "claude"
+        shutil.copytree(SCENARIO / "home", home)
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "CODING_AGENT_EXPORTER_STATE_DIR": str(tmp_path / "state"),
+        }
+        log = tmp_path / "exporter.log"
+        run_once(home, env, log, "--traces.backfill", "all")
+        first = sorted((s.trace_id, s.span_id) for s in receiver.spans)
+        assert len(first) == 8
+        assert (tmp_path / "state" / "traces-sent.json").exists()
+        run_once(home, env, log)  # same files, same state folder: nothing new
+        assert sorted((s.trace_id, s.span_id) for s in receiver.spans) == first
+        # a turn written while the exporter was down is sent by the next start
+        (later,) = (FIXTURES / "claude-code" / "2.1.197" / "print-answer" / "home").glob(
+            "projects/*/*.jsonl"
+        )
+        shutil.copy(later, home / "projects" / later.parent.name / later.name)
+        os.utime(home / "projects" / later.parent.name / later.name)
+        _shift_into_the_future(home / "projects" / later.parent.name / later.name)
+        run_once(home, env, log)
+        names = [s.name for s in receiver.spans[len(first) :]]
+        assert sorted(names) == ["chat claude-opus-4-8", "invoke_agent claude-code"]
+    finally:
+        receiver.close()
+
+
+def _shift_into_the_future(journal: Path) -> None:
+    """Move the recorded timestamps to now, as if the turn had just happened."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    lines = journal.read_text().splitlines()
+    stamps = [json.loads(x).get("timestamp") for x in lines]
+    first = min(datetime.fromisoformat(t).timestamp() for t in stamps if t)
+    shift = time.time() - first
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("timestamp"):
+            moved = datetime.fromisoformat(record["timestamp"]).timestamp() + shift
+            record["timestamp"] = datetime.fromtimestamp(moved, UTC).isoformat()
+        out.append(json.dumps(record))
+    journal.write_text("\n".join(out) + "\n")

@@ -112,3 +112,45 @@ def test_same_files_same_ids(scenario: Path) -> None:
 
 def test_history_is_not_sent_unless_asked(scenario: Path) -> None:
     assert spans_for(scenario / "home", since=NOW) == []
+
+
+def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
+    from exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnStarted
+
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    state = State(observer=SpanWriter(tracer(provider), ProjectLabel()))
+    a, s = "claude-code", "s1"
+
+    def index(status: str, at: float, reason: str | None = None) -> None:
+        state.apply(
+            a,
+            LiveIndexRead(
+                pid=7,
+                session_id=s,
+                started_at=50.0,
+                status=status,
+                reason=reason,
+                status_at=at,
+                source="sessions/7.json",
+            ),
+        )
+        state.refresh(at, lambda pid: 50.0)
+
+    state.apply(a, SessionSeen(session_id=s, at=100.0, cwd="/w"))
+    state.apply(a, TurnStarted(session_id=s, at=100.0, record_id="u1"))
+    state.apply(a, ToolCallStarted(session_id=s, at=101.0, call_id="t1", tool="Bash"))
+    index("waiting", 102.0, "permission prompt")
+    index("busy", 110.0)
+    provider.force_flush()
+    (wait,) = [span for span in memory.get_finished_spans() if span.name.startswith("wait")]
+    assert wait.name == "wait permission prompt"
+    assert (wait.start_time, wait.end_time) == (102 * 10**9, 110 * 10**9)
+    tool_span_id = _span_id("tool", "t1")
+    assert wait.parent is not None and wait.parent.span_id == tool_span_id
+
+
+def _span_id(*parts: str) -> int:
+    from exporter.traces import _id
+
+    return _id(8, *parts)
