@@ -52,3 +52,9 @@ def app_for(home: Path, *argv: str, now: float = NOW, alive: frozenset[int] = fr
 def scenario(request: pytest.FixtureRequest) -> Path:
     path: Path = request.param
     return path
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and every exporter it starts) keeps its state in its own folder."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
