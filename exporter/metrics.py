@@ -210,6 +210,12 @@ class ExporterCollector:
                 {(): self.spans["exported"]},
             )
             yield _counter(
+                "coding_agent_exporter_spans_dropped",
+                "Spans dropped because the export queue was full (endpoint down or slow).",
+                [],
+                {(): self.spans["dropped"]},
+            )
+            yield _counter(
                 "coding_agent_exporter_span_export_errors",
                 "Spans lost because the OTLP endpoint failed or could not be reached.",
                 [],

@@ -9,13 +9,14 @@ OTEL_SERVICE_NAME (default coding-agent-exporter), OTEL_RESOURCE_ATTRIBUTES
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from . import __version__
@@ -60,11 +61,12 @@ class CountingExporter(SpanExporter):
             result = self.inner.export(spans)
         except Exception:  # an exporter bug must not kill the export thread
             result = SpanExportResult.FAILURE
-        with self._lock:
-            self.counts["exported" if result == SpanExportResult.SUCCESS else "failed"] += len(
-                spans
-            )
+        self.count("exported" if result == SpanExportResult.SUCCESS else "failed", len(spans))
         return result
+
+    def count(self, what: str, n: int) -> None:
+        with self._lock:
+            self.counts[what] += n
 
     def shutdown(self) -> None:
         self.inner.shutdown()
@@ -92,6 +94,64 @@ def otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
     return HTTPSpanExporter()
 
 
+class QueueProcessor(SpanProcessor):
+    """Ended spans go into a bounded queue that one thread sends in batches.
+
+    Reading files and serving /metrics never wait for the endpoint: when the queue is full
+    (the endpoint is down or slow), new spans are dropped and counted. The OTLP exporters
+    retry with backoff themselves; a batch they give up on is counted as failed.
+    """
+
+    def __init__(self, exporter: CountingExporter, environ: Mapping[str, str]) -> None:
+        self.exporter = exporter
+        self.max_queue = int(environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or 10_000)
+        self.batch = int(environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") or 512)
+        self.delay = int(environ.get("OTEL_BSP_SCHEDULE_DELAY") or 1000) / 1000
+        self._queue: deque[ReadableSpan] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="otlp-export", daemon=True)
+        self._thread.start()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        with self._lock:
+            if len(self._queue) >= self.max_queue:
+                self.exporter.count("dropped", 1)
+                return
+            self._queue.append(span)
+            if len(self._queue) >= self.batch:
+                self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self.delay)
+            self._wake.clear()
+            self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch = [self._queue.popleft() for _ in range(min(self.batch, len(self._queue)))]
+            if not batch:
+                return
+            self.exporter.export(batch)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self._drain()
+        return True
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=30)
+        self._drain()
+        self.exporter.shutdown()
+
+
 def tracer_provider(
     environ: Mapping[str, str], exporter: SpanExporter, *, batch: bool = True
 ) -> TracerProvider:
@@ -100,10 +160,11 @@ def tracer_provider(
     resource = Resource.create(attributes)
     provider = TracerProvider(resource=resource, id_generator=DeterministicIds())
     if batch:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        counting = (
+            exporter if isinstance(exporter, CountingExporter) else CountingExporter(exporter)
+        )
+        provider.add_span_processor(QueueProcessor(counting, environ))
     else:
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
 

@@ -194,3 +194,57 @@ def _shift_into_the_future(journal: Path) -> None:
             record["timestamp"] = datetime.fromtimestamp(moved, UTC).isoformat()
         out.append(json.dumps(record))
     journal.write_text("\n".join(out) + "\n")
+
+
+def test_an_endpoint_outage_costs_spans_not_the_exporter(tmp_path: Path) -> None:
+    """Endpoint down at start: the exporter serves, drops what overflows its queue and
+    counts it, counts what failed; when the endpoint is back, new turns arrive."""
+    home = tmp_path / "claude"
+    shutil.copytree(SCENARIO / "home", home)
+    sink_port, port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "3",
+        "OTEL_BSP_SCHEDULE_DELAY": "3000",
+    }
+    log = tmp_path / "exporter.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--claude.home",
+                str(home),
+                "--web.listen-address",
+                f"127.0.0.1:{port}",
+                "--traces.backfill",
+                "all",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    receiver: HttpSink | None = None
+    try:
+        wait_for("ready", lambda: get(f"http://127.0.0.1:{port}/-/ready")[0] == 200)
+        assert "coding_agent_exporter_spans_dropped_total 5.0" in get(metrics)[1]
+        wait_for("failed batch", lambda: "span_export_errors_total 3.0" in get(metrics)[1])
+        receiver = HttpSink(sink_port)  # the endpoint comes back
+        (later,) = (FIXTURES / "claude-code" / "2.1.197" / "print-answer" / "home").glob(
+            "projects/*/*.jsonl"
+        )
+        journal = home / "projects" / later.parent.name / later.name
+        shutil.copy(later, journal)
+        _shift_into_the_future(journal)
+        wait_for("new turn delivered", lambda: len(receiver.spans) == 2)
+        assert "coding_agent_exporter_spans_exported_total 2.0" in get(metrics)[1]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+        if receiver is not None:
+            receiver.close()
