@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
+from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -23,7 +24,14 @@ from .engine import Engine, Source, Stats
 from .harnesses import HARNESSES
 from .live import Probe, process_start
 from .metrics import ExporterCollector, StateCollector
-from .otel import CountingExporter, otlp_exporter, tracer, tracer_provider
+from .otel import (
+    CountingExporter,
+    JsonLinesExporter,
+    endpoint_configured,
+    otlp_exporter,
+    tracer,
+    tracer_provider,
+)
 from .state import State
 from .traces import SpanWriter
 from .views import iso, landing_page, session_rows, table
@@ -41,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _sessions(config)
     if config.command == "metrics":
         return _metrics(config)
+    if config.command == "traces":
+        return _traces(config)
     return serve(config)
 
 
@@ -95,13 +105,22 @@ class App:
 class Spans:
     """The SDK pipeline and the writer that feeds it, when traces are on."""
 
-    def __init__(self, config: Config, environ: Mapping[str, str], started: float) -> None:
-        self.exporter = CountingExporter(otlp_exporter(environ))
+    def __init__(
+        self,
+        config: Config,
+        environ: Mapping[str, str],
+        started: float,
+        *,
+        exporter: SpanExporter | None = None,
+        backfill: float | None = None,
+    ) -> None:
+        self.exporter = CountingExporter(exporter or otlp_exporter(environ))
         self.provider = tracer_provider(environ, self.exporter)
-        self.checkpoint = Checkpoint(config.state_dir)
+        self.checkpoint = Checkpoint(config.state_dir if exporter is None else None)
         since = started  # by default no history: only turns from now on
-        if config.backfill is not None:
-            since = started - config.backfill
+        backfill = config.backfill if backfill is None else backfill
+        if backfill is not None:
+            since = started - backfill
         elif self.checkpoint.saved_at is not None:
             since = self.checkpoint.saved_at  # pick up where the last run stopped
         self.writer = SpanWriter(
@@ -190,6 +209,23 @@ def _metrics(config: Config) -> int:
     app.catch_up()
     sys.stdout.write(generate_latest(app.registry).decode())
     return 0
+
+
+def _traces(config: Config) -> int:
+    if config.output is None and not endpoint_configured(os.environ):
+        log.error(
+            "no OTLP endpoint: set OTEL_EXPORTER_OTLP_ENDPOINT, or write a file with --output"
+        )
+        return 2
+    exporter = JsonLinesExporter(config.output) if config.output is not None else None
+    spans = Spans(config, os.environ, time.time(), exporter=exporter, backfill=config.since)
+    app = App(config, process_metrics=False, spans=spans)
+    app.catch_up()
+    spans.shutdown()
+    counts = spans.exporter.counts
+    where = config.output or "the OTLP endpoint"
+    log.info("sent %d spans to %s (%d failed)", counts["exported"], where, counts["failed"])
+    return 0 if counts["failed"] == 0 else 1
 
 
 class _JsonFormatter(logging.Formatter):

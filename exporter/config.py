@@ -23,7 +23,7 @@ from .otel import endpoint_configured
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
 DEFAULT_TELEMETRY_PATH = "/metrics"
-COMMANDS = ("serve", "sessions", "metrics")
+COMMANDS = ("serve", "sessions", "metrics", "traces")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -42,6 +42,8 @@ class Config:
     traces: bool = False
     backfill: float | None = None  # seconds of history to send as traces; inf = all
     state_dir: Path | None = None
+    since: float = float("inf")
+    output: Path | None = None
 
 
 def env_name(flag: str) -> str:
@@ -165,6 +167,24 @@ def parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true", help="print one JSON array")
     sessions.add_argument("--all", action="store_true", help="include sessions that are not live")
     commands.add_parser("metrics", parents=[common], help="print what a scrape would return, once")
+    traces = commands.add_parser(
+        "traces",
+        parents=[common],
+        help="send the turns of history as traces, once (or write them to a file)",
+    )
+    traces.add_argument(
+        "--since",
+        type=duration,
+        default=float("inf"),
+        metavar="DURATION",
+        help="only turns that started this long ago or later, e.g. 7d (default: all)",
+    )
+    traces.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write OTLP/JSON lines (one ExportTraceServiceRequest a line) instead of sending",
+    )
     return top
 
 
@@ -220,4 +240,6 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         traces=values["traces.enabled"],
         backfill=values["traces.backfill"],
         state_dir=Path(values["state.dir"]).expanduser(),
+        since=values.get("since", float("inf")),
+        output=values.get("output"),
     )

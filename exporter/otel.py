@@ -8,12 +8,18 @@ OTEL_SERVICE_NAME (default coding-agent-exporter), OTEL_RESOURCE_ATTRIBUTES
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
@@ -73,6 +79,36 @@ class CountingExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+class JsonLinesExporter(SpanExporter):
+    """OTLP/JSON to a file: one ExportTraceServiceRequest per line, ids in hex as OTLP/JSON
+    wants them (the format of the OpenTelemetry Collector's file exporter)."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = path.open("w", encoding="utf-8")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        request = MessageToDict(encode_spans(spans))
+        self.file.write(json.dumps(_hex_ids(request), separators=(",", ":")) + "\n")
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.file.close()
+
+
+def _hex_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: base64.b64decode(v).hex() if k in _ID_KEYS and isinstance(v, str) else _hex_ids(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    return value
+
+
+_ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
 
 def otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:

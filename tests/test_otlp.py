@@ -248,3 +248,51 @@ def test_an_endpoint_outage_costs_spans_not_the_exporter(tmp_path: Path) -> None
         assert process.wait(timeout=30) == 0, log.read_text()
         if receiver is not None:
             receiver.close()
+
+
+def test_traces_command_writes_otlp_json(tmp_path: Path) -> None:
+    from exporter.cli import main
+
+    out = tmp_path / "spans.jsonl"
+    home = str(SCENARIO / "home")
+    assert main(["traces", "--claude.home", home, "--output", str(out)]) == 0
+    import json
+
+    requests = [json.loads(line) for line in out.read_text().splitlines()]
+    spans = [
+        span
+        for request in requests
+        for resource in request["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert len(spans) == 8
+    root = next(s for s in spans if s["name"] == "invoke_agent claude-code")
+    assert len(root["traceId"]) == 32 and len(root["spanId"]) == 16  # hex, as OTLP/JSON wants
+    assert {s["traceId"] for s in spans} == {root["traceId"]}
+
+
+def test_traces_command_needs_an_endpoint_or_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.cli import main
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert main(["traces", "--claude.home", str(SCENARIO / "home")]) == 2
+
+
+def test_traces_command_sends_history_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from exporter.cli import main
+
+    receiver = HttpSink()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        home = str(SCENARIO / "home")
+        assert main(["traces", "--claude.home", home]) == 0
+        assert len(receiver.spans) == 8
+        assert main(["traces", "--claude.home", home]) == 0  # the checkpoint knows them
+        assert len(receiver.spans) == 8
+        assert main(["traces", "--claude.home", home, "--since", "1d"]) == 0
+    finally:
+        receiver.close()
