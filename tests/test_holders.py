@@ -1,0 +1,38 @@
+"""Finding the processes that hold a file open (real processes, real /proc)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from exporter.holders import holders
+
+from .backends import wait_for
+
+HOLD = "import sys,time; f=open(sys.argv[1],'a'); print('held', flush=True); time.sleep(60)"
+
+
+def test_a_process_holding_the_file_is_found_until_it_exits(tmp_path: Path) -> None:
+    rollout = tmp_path / "rollout-x.jsonl"
+    rollout.write_text("")
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(rollout), "fake-codex"], stdout=subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"held\n"
+        found = holders([rollout], ["fake-codex"])
+        assert [pid for pid, _ in found[rollout]] == [process.pid]
+        assert holders([rollout], ["someone-else"]) == {}
+    finally:
+        process.kill()
+        process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+    assert wait_for("exit", lambda: holders([rollout], ["fake-codex"]) == {})
+
+
+def test_our_own_open_files_do_not_count(tmp_path: Path) -> None:
+    rollout = tmp_path / "rollout-y.jsonl"
+    with rollout.open("a"):
+        assert holders([rollout], ["python", "pytest"]) == {}
