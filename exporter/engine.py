@@ -2,9 +2,12 @@
 
 Each enabled harness has a home folder. `catch_up()` walks the harness's `watch_dirs` once; after
 that, `changed(paths)` is called with what the watcher reported, so nothing is polled. A JSONL
-file is read from its last offset (`tail.JsonlTail`), a JSON document re-read when it changed
-(`tail.JsonDoc`). A bad line, an unreadable file or a reader that raises costs that record or
-that file: it is counted in `Stats` and logged once per file and reason, and reading goes on.
+file is read from its last offset (`tail.JsonlTail`), a compressed one read whole when it changed
+(`tail.ZstdJsonl`; skipped while its uncompressed twin exists: the plain file wins), a JSON
+document re-read when it changed (`tail.JsonDoc`). A harness may name a single file among its
+`watch_dirs` (an index at the home's top). A bad line, an unreadable file or a reader that
+raises costs that record or that file: it is counted in `Stats` and logged once per file and
+reason, and reading goes on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from .harnesses import FileReader, Harness
 from .state import State
-from .tail import JsonDoc, JsonlTail
+from .tail import JsonDoc, JsonlTail, ZstdJsonl
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class _File:
     source: Source
     rel: PurePosixPath
     reader: FileReader
-    tail: JsonlTail | JsonDoc
+    tail: JsonlTail | ZstdJsonl | JsonDoc
 
 
 class Engine:
@@ -107,6 +110,8 @@ class Engine:
 
     def _walk(self, source: Source, top: Path) -> Iterator[tuple[float, Path, Source]]:
         if not top.is_dir():
+            if top.is_file() and source.harness.match(_rel(top, source)) is not None:
+                yield top.stat().st_mtime, top, source  # a single file the harness watches
             return
         agent = source.harness.name
 
@@ -132,7 +137,7 @@ class Engine:
             entry = self._open(path, source)
             if entry is None:
                 return
-        if isinstance(entry.tail, JsonlTail):
+        if isinstance(entry.tail, JsonlTail | ZstdJsonl):
             self._read_lines(path, entry, entry.tail)
         else:
             self._read_doc(path, entry, entry.tail)
@@ -140,15 +145,17 @@ class Engine:
     def _open(self, path: Path, source: Source) -> _File | None:
         rel = _rel(path, source)
         kind = source.harness.match(rel)
-        if kind is None:
+        if kind is None or (kind == "zstd" and path.with_suffix("").exists()):
             return None
-        tail: JsonlTail | JsonDoc = JsonlTail(path) if kind == "jsonl" else JsonDoc(path)
+        tail: JsonlTail | ZstdJsonl | JsonDoc = JsonDoc(path)
+        if kind != "doc":
+            tail = JsonlTail(path) if kind == "jsonl" else ZstdJsonl(path)
         entry = _File(source, rel, source.harness.reader(rel), tail)
         self._files[path] = entry
         self.stats.files[source.harness.name] += 1
         return entry
 
-    def _read_lines(self, path: Path, entry: _File, tail: JsonlTail) -> None:
+    def _read_lines(self, path: Path, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
         agent = entry.source.harness.name
         result = tail.read()
         self.stats.bytes_read[agent] += result.bytes_read

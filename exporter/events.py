@@ -72,6 +72,8 @@ class SessionSeen:
     cwd: str | None = None
     kind: Kind | None = None
     version: str | None = None
+    model: str | None = None  # the model the session is set to use, before any response
+    main: bool = True  # from the lead session's own file; False only fills what is missing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +96,7 @@ class ModelResponded:
     main: bool = True  # written in the lead session's own journal (sets the session's model)
     requested_at: float | None = None  # the record before the response: the request went out
     finish_reason: str | None = None
+    internal: bool = False  # the agent's own housekeeping (a review): totals only, no session
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,6 +169,20 @@ class SubagentEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewEnded:
+    """An automatic review the agent ran on its own work (Codex's guardian) came to a verdict.
+
+    Not a session and not a sub-agent: it is only counted, by outcome (`allow`, `deny`,
+    `failed`, `cancelled`, `unknown`).
+    """
+
+    session_id: str
+    at: float
+    review_id: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LiveIndexRead:
     """A live-index entry: one running agent process and what it says it is doing."""
 
@@ -201,6 +218,7 @@ Event = (
     | ToolCallEnded
     | SubagentStarted
     | SubagentEnded
+    | ReviewEnded
     | LiveIndexRead
     | LiveIndexRemoved
 )
@@ -212,6 +230,7 @@ __all__ = [
     "LiveIndexRemoved",
     "ModelFailed",
     "ModelResponded",
+    "ReviewEnded",
     "SessionSeen",
     "SubagentEnded",
     "SubagentStarted",

@@ -8,7 +8,8 @@ Live series (one per live session, gone when the session stops being live):
     coding_agent_subagents_running{agent,subagent_type}
 History counters (rebuilt from the files, so equal after a restart):
     coding_agent_{tokens,messages,turns,tool_calls,subagents,sessions}_total, and the
-    coding_agent_{turn,tool_call}_duration_seconds histograms.
+    coding_agent_{turn,tool_call}_duration_seconds histograms, and
+    coding_agent_reviews_total{agent,outcome} once an agent ran an automatic review.
 Exporter health: coding_agent_exporter_{build_info,files_watched,bytes_read_total,
     records_total,parse_errors_total,reader_up}.
 """
@@ -149,6 +150,13 @@ class StateCollector:
             ["agent", "project"],
             self._by_project(totals.sessions, 1),
         )
+        if totals.reviews:
+            yield _counter(
+                "coding_agent_reviews",
+                "Automatic reviews the agent ran on its own actions (Codex guardian), by verdict.",
+                ["agent", "outcome"],
+                totals.reviews,
+            )
 
     def _by_project(self, tally: Counter[tuple[str, ...]], at: int) -> Counter[tuple[str, ...]]:
         """Render the cwd at position `at` as a project; two cwds may share one project."""

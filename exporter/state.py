@@ -23,6 +23,7 @@ from .events import (
     LiveIndexRemoved,
     ModelFailed,
     ModelResponded,
+    ReviewEnded,
     SessionSeen,
     SubagentEnded,
     SubagentStarted,
@@ -76,6 +77,7 @@ class Totals:
     tool_calls: Counter[tuple[str, ...]] = field(default_factory=Counter)
     subagents: Counter[tuple[str, ...]] = field(default_factory=Counter)
     sessions: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    reviews: Counter[tuple[str, ...]] = field(default_factory=Counter)
     turn_durations: dict[str, Histogram] = field(default_factory=dict)
     tool_durations: dict[tuple[str, ...], Histogram] = field(default_factory=dict)
 
@@ -143,6 +145,10 @@ class State:
                 sub = session.subagent(event.call_id, event.subagent_id)
                 if sub is not None:
                     self._subagent_ended(session, sub, event.outcome, event.at)
+            case ReviewEnded():
+                if not self._seen.add(agent, "review", event.review_id):
+                    outcome = self._bounded(agent, "review_outcome", event.outcome)
+                    self.totals.reviews[(agent, outcome)] += 1
 
     def session(self, agent: str, session_id: str) -> Session:
         key = (agent, session_id)
@@ -154,15 +160,24 @@ class State:
     def _session_seen(self, agent: str, event: SessionSeen) -> None:
         session = self.session(agent, event.session_id)
         session.touch(event.at)
-        session.cwd = event.cwd or session.cwd
-        session.kind = event.kind or session.kind
-        session.version = event.version or session.version
+        if event.main:
+            session.cwd = event.cwd or session.cwd
+            session.kind = event.kind or session.kind
+            session.version = event.version or session.version
+            session.model = event.model or session.model
+        else:  # a sub-agent's file read before the lead's: fill in only what is missing
+            session.cwd = session.cwd or event.cwd
+            session.kind = session.kind or event.kind
+            session.version = session.version or event.version
         if not session.counted:
             session.counted = True
             self.totals.sessions[(agent, session.cwd or "")] += 1
 
     def _responded(self, agent: str, event: ModelResponded) -> None:
         session = self.session(agent, event.session_id)
+        if event.internal:
+            self._internal_response(agent, session, event)
+            return
         session.touch(event.at)
         if event.main:
             session.model = event.model
@@ -194,6 +209,16 @@ class State:
         for kind, value in zip(TOKEN_TYPES, (delta.as_dict()[t] for t in TOKEN_TYPES), strict=True):
             if value:
                 self.totals.tokens[(agent, event.model, owner.cwd or "", kind)] += value
+
+    def _internal_response(self, agent: str, session: Session, event: ModelResponded) -> None:
+        """Housekeeping the agent did on its own (a review): totals only, never repeated."""
+        if self._seen.add(agent, "message", event.message_id):
+            return
+        cwd = session.cwd or ""
+        self.totals.messages[(agent, event.model, cwd)] += 1
+        for kind, value in event.usage.as_dict().items():
+            if value:
+                self.totals.tokens[(agent, event.model, cwd, kind)] += value
 
     def _subagent_of(self, session: Session, agent_id: str | None) -> Subagent | None:
         if agent_id is None:

@@ -23,6 +23,12 @@ complete new lines as ``Line`` values (bytes; callers decode and parse). The con
   with no lines and leaves the state as it was, so the next call retries and a re-created
   file is detected as a rewrite.
 
+``ZstdJsonl`` follows a zstd-compressed JSONL file (an agent compresses a finished journal
+into ``*.jsonl.zst``, written once). It decompresses the whole stream again only when
+``(device, inode, size, mtime_ns)`` changed, returns every line (``reset=True`` on a re-read:
+the caller drops what it derived), and treats a damaged or half-written stream as a read
+error (``error``, nothing committed) that is retried at the file's next change.
+
 ``JsonDoc`` follows a small whole-document JSON file that is rewritten in place or
 replaced. It re-reads only when ``(device, inode, size, mtime_ns)`` changed since the last
 read of its content (the same one-tick caveat applies); a half-written (invalid) document
@@ -35,10 +41,14 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
-__all__ = ["DocResult", "JsonDoc", "JsonlTail", "Line", "TailResult"]
+import zstandard
+
+__all__ = ["DocResult", "JsonDoc", "JsonlTail", "Line", "TailResult", "ZstdJsonl"]
 
 _CHUNK = 64 * 1024
 _HEAD = 64
@@ -166,6 +176,64 @@ class JsonlTail:
             cursor.offset += len(buf)
             buf.clear()
         return oversized
+
+
+class ZstdJsonl:
+    """A compressed JSONL file, read whole each time it changes (it is written once)."""
+
+    def __init__(self, path: Path, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
+        self.path = path
+        self._max = max_line_bytes
+        self._key: tuple[int, int, int, int] | None = None
+
+    def read(self) -> TailResult:
+        try:
+            if _key(os.stat(self.path)) == self._key:
+                return TailResult([], False, 0, None, 0)
+            fd, st = _open_regular(self.path)
+            with os.fdopen(fd, "rb") as raw:
+                lines, oversized = self._lines(raw)
+        except (OSError, zstandard.ZstdError) as exc:
+            error = exc if isinstance(exc, OSError) else OSError(errno.EIO, f"zstd: {exc}")
+            return TailResult([], False, 0, error, 0)
+        reset, self._key = self._key is not None, _key(st)
+        return TailResult(lines, reset, st.st_size, None, oversized)
+
+    def _lines(self, raw: IO[bytes]) -> tuple[list[Line], int]:
+        """Every line of the stream; the last one needs no newline (the file is complete)."""
+        lines: list[Line] = []
+        oversized = number = offset = 0
+        buf, skipping = b"", False
+        for chunk in _decompressed(raw):
+            *complete, rest = (buf + chunk).split(b"\n")
+            for text in complete:
+                number += 1
+                if skipping or len(text) > self._max:
+                    oversized, skipping = oversized + (not skipping), False
+                elif line := text.removesuffix(b"\r"):
+                    lines.append(Line(self.path, offset, number, line))
+                offset += len(text) + 1
+            buf = rest
+            if len(buf) > self._max:  # drop the long line's bytes as they come
+                oversized, skipping, offset, buf = oversized + 1, True, offset + len(buf), b""
+        if buf.strip() and not skipping:
+            lines.append(Line(self.path, offset, number + 1, buf.removesuffix(b"\r")))
+        return lines, oversized
+
+
+def _decompressed(raw: IO[bytes]) -> Iterator[bytes]:
+    """The decompressed bytes of every frame; a stream cut inside a frame is an error."""
+    zstd = zstandard.ZstdDecompressor()
+    frame, pending = zstd.decompressobj(), False
+    while data := raw.read(_CHUNK):
+        while data:
+            pending = True
+            yield frame.decompress(data)
+            if not frame.eof:
+                break
+            data, frame, pending = frame.unused_data, zstd.decompressobj(), False
+    if pending:
+        raise OSError(errno.EIO, "zstd: the compressed stream ends inside a frame")
 
 
 def _open_regular(path: Path) -> tuple[int, os.stat_result]:

@@ -29,8 +29,8 @@ def session_rows(state: State, project: ProjectLabel, *, history: bool) -> list[
     with state.lock:
         for key, session in state.sessions.items():
             entry = state.live.get(key)
-            if entry is None and not history:
-                continue
+            if entry is None and (not history or not session.counted):
+                continue  # not live; or only named in a title index, never read itself
             rows.append(_row(session, entry, project))
     rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
     for row in rows:

@@ -10,6 +10,8 @@ import pytest
 
 from exporter.cli import App
 from exporter.config import parse
+from exporter.engine import Source
+from exporter.harnesses import HARNESSES
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -26,8 +28,37 @@ def scenarios(agent: str = "claude-code") -> list[Path]:
     )
 
 
+def all_scenarios() -> list[Path]:
+    """The recorded scenarios of every agent that has fixtures."""
+    return [path for agent in HARNESSES for path in scenarios(agent)]
+
+
+def agent_of(path: Path) -> str:
+    """The agent whose fixture `path` (a scenario folder or its home) belongs to."""
+    found = path.relative_to(FIXTURES).parts[0] if path.is_relative_to(FIXTURES) else None
+    return found if found in HARNESSES else "claude-code"
+
+
 def scenario_id(path: Path) -> str:
-    return f"{path.parent.name}-{path.name}"
+    agent = agent_of(path)
+    prefix = "" if agent == "claude-code" else f"{agent}-"
+    return f"{prefix}{path.parent.name}-{path.name}"
+
+
+def agent_home(home: Path) -> Path:
+    """A fixture's `home` is the user's home for Codex (`home/.codex`), the agent's for Claude."""
+    return home / ".codex" if agent_of(home) == "codex" else home
+
+
+def home_flags(home: Path) -> list[str]:
+    """Flags that read `home` with its own agent's harness only."""
+    agent = agent_of(home)
+    flags = [f"--{HARNESSES[agent].home_flag}", str(agent_home(home))]
+    return flags + [f"--no-harness.{name}" for name in HARNESSES if name != agent]
+
+
+def source_for(home: Path) -> Source:
+    return Source(HARNESSES[agent_of(home)](), agent_home(home))
 
 
 def expected(path: Path) -> dict[str, Any]:
@@ -37,7 +68,7 @@ def expected(path: Path) -> dict[str, Any]:
 
 def app_for(home: Path, *argv: str, now: float = NOW, alive: frozenset[int] = frozenset()) -> App:
     """An exporter over `home` with a fixed clock; only pids in `alive` are running processes."""
-    config = parse(["metrics", "--claude.home", str(home), *argv], {"HOME": "/home/user"})
+    config = parse(["metrics", *home_flags(home), *argv], {"HOME": "/home/user"})
     app = App(
         config,
         process_metrics=False,
@@ -48,7 +79,7 @@ def app_for(home: Path, *argv: str, now: float = NOW, alive: frozenset[int] = fr
     return app
 
 
-@pytest.fixture(params=scenarios(), ids=scenario_id)
+@pytest.fixture(params=all_scenarios(), ids=scenario_id)
 def scenario(request: pytest.FixtureRequest) -> Path:
     path: Path = request.param
     return path

@@ -21,7 +21,10 @@ def test_defaults() -> None:
     config = parse([], HOME)
     assert (config.command, config.host, config.port) == ("serve", "127.0.0.1", 10464)
     assert config.telemetry_path == "/metrics"
-    assert config.homes == {"claude-code": Path("/home/user/.claude")}
+    assert config.homes == {
+        "claude-code": Path("/home/user/.claude"),
+        "codex": Path("/home/user/.codex"),
+    }
 
 
 def test_every_flag_has_an_env_var_and_the_flag_wins() -> None:
@@ -48,9 +51,15 @@ def test_claude_config_dir_is_the_default_home() -> None:
     assert config.homes["claude-code"] == Path("/cfg")
 
 
+def test_codex_home_is_codex_home_env_or_dot_codex() -> None:
+    assert parse([], {**HOME, "CODEX_HOME": "/cx"}).homes["codex"] == Path("/cx")
+    assert parse(["--codex.home", "/y"], HOME).homes["codex"] == Path("/y")
+    assert "codex" not in parse(["--no-harness.codex"], HOME).homes
+
+
 def test_harness_can_be_switched_off_by_flag_or_env() -> None:
     with pytest.raises(SystemExit):
-        parse(["--no-harness.claude-code"], HOME)  # nothing left to read
+        parse(["--no-harness.claude-code", "--no-harness.codex"], HOME)  # nothing left to read
     with pytest.raises(SystemExit):
         parse([], {**HOME, "CODING_AGENT_EXPORTER_HARNESS_CLAUDE_CODE": "maybe"})
 

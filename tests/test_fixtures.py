@@ -9,8 +9,6 @@ from exporter.views import session_rows
 
 from .conftest import app_for, expected
 
-TOKENS = ("input", "output", "cache_read", "cache_write")
-
 
 def rows_by_id(scenario: Path) -> dict[str, dict[str, Any]]:
     app = app_for(scenario / "home")
@@ -22,7 +20,7 @@ def test_home_totals(scenario: Path) -> None:
     app = app_for(scenario / "home")
     totals = app.state.totals
     assert sum(totals.messages.values()) == facts["messages"]
-    for kind in TOKENS:
+    for kind in facts["tokens"]:  # Codex fixtures add reasoning
         got = sum(v for k, v in totals.tokens.items() if k[3] == kind)
         assert got == facts["tokens"][kind], kind
     for model, per_model in facts.get("models", {}).items():
@@ -35,7 +33,7 @@ def test_sessions(scenario: Path) -> None:
         got = rows[want["session_id"]]
         where = f"{scenario.name} {want['session_id']}"
         assert got["messages"] == want["messages"], where
-        assert {k: got["tokens"][k] for k in TOKENS} == want["tokens"], where
+        assert {k: got["tokens"][k] for k in want["tokens"]} == want["tokens"], where
         for key in ("cwd", "model", "kind", "title", "title_source"):
             assert got[key] == want[key], f"{where} {key}"
         turns = dict(want["turns"])
@@ -58,5 +56,6 @@ def test_subagents(scenario: Path) -> None:
             assert mine["type"] == sub["type"], where
             assert mine["state"] == sub["state"], where
             assert mine["messages"] == sub["messages"], where
-            assert {k: mine["tokens"][k] for k in TOKENS} == sub["tokens"], where
-            assert mine["tool_calls"] == sub["tool_calls"], where
+            assert {k: mine["tokens"][k] for k in sub["tokens"]} == sub["tokens"], where
+            calls = sub["tool_calls"]  # Codex fixtures break them down by outcome
+            assert mine["tool_calls"] == (calls["total"] if isinstance(calls, dict) else calls)

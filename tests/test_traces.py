@@ -8,14 +8,13 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from exporter.engine import Engine, Source, Stats
-from exporter.harnesses.claude_code import ClaudeCode
+from exporter.engine import Engine, Stats
 from exporter.labels import ProjectLabel
 from exporter.otel import tracer, tracer_provider
 from exporter.state import State
 from exporter.traces import SpanWriter
 
-from .conftest import GOLDEN, NOW, scenario_id
+from .conftest import GOLDEN, NOW, scenario_id, source_for
 
 SHOWN = (
     "gen_ai.response.id",
@@ -38,7 +37,7 @@ def spans_for(home: Path, *, since: float = 0.0) -> list[ReadableSpan]:
     provider = tracer_provider({}, memory, batch=False)
     writer = SpanWriter(tracer(provider), ProjectLabel("path", "/home/user"), since=since)
     state = State(observer=writer)
-    engine = Engine([Source(ClaudeCode(), home)], state, Stats())
+    engine = Engine([source_for(home)], state, Stats())
     engine.catch_up()
     state.refresh(NOW, lambda pid: None)  # every recorded process is gone: all work ends
     provider.shutdown()

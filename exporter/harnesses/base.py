@@ -2,9 +2,10 @@
 
 A harness knows one agent's file layout and record format, nothing else: no I/O, no clock, no
 metrics. The engine finds files under the agent's home, asks `match` what each one is, keeps one
-`FileReader` per file, and feeds it parsed records (one JSON value per JSONL line, or the whole
-document of a JSON file, `None` once that document is gone). Readers return normalized events;
-records they do not understand are ignored, never errors: formats change under us.
+`FileReader` per file, and feeds it parsed records (one JSON value per JSONL line, compressed or
+not, or the whole document of a JSON file, `None` once that document is gone). Readers return
+normalized events; records they do not understand are ignored, never errors: formats change
+under us.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import ClassVar, Literal, Protocol
 
 from ..events import Event
 
-FileKind = Literal["jsonl", "doc"]
+FileKind = Literal["jsonl", "zstd", "doc"]
+"""An appended JSONL file, a zstd-compressed JSONL file (read whole), a whole JSON document."""
 
 
 class FileReader(Protocol):
@@ -28,7 +30,7 @@ class Harness(Protocol):
     home_flag: ClassVar[str]
     """The flag naming this agent's home folder, e.g. `claude.home`."""
     watch_dirs: ClassVar[tuple[str, ...]]
-    """Folders below the home that hold its files (watched recursively)."""
+    """Folders below the home that hold its files (watched recursively), or single files."""
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path: ...

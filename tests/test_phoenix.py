@@ -1,0 +1,229 @@
+"""A real tracing backend: Arize Phoenix (from PyPI, in its own virtualenv that .ci/run makes and
+names in $PHOENIX_BIN) receives the turn tree from `coding-agent-exporter traces` over OTLP
+HTTP/protobuf and over gRPC, and gives it back through its REST API.
+
+Each protocol sends a different recording (span ids are derived from record ids, and Phoenix keeps
+a span id once) into its own Phoenix project (resource attribute `openinference.project.name`), so
+what is read back for a protocol was carried by that protocol. Phoenix does not return resource
+attributes per span: `service.name` is checked by test_otlp.py's in-process receiver instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .backends import free_port, get, wait_for
+from .conftest import FIXTURES, GOLDEN
+from .test_traces import SHOWN
+
+STARTUP = 90.0  # Phoenix 20.26 answers /healthz after 12-25 s (SQLite migrations on first start)
+ARRIVAL = 30.0  # Phoenix inserts received spans in batches, about once a second
+SCENARIOS = {  # same tree shape (8 spans), different sessions: different trace and span ids
+    "http/protobuf": "2.1.197",
+    "grpc": "2.1.332",
+}
+
+
+@dataclass(frozen=True)
+class Phoenix:
+    url: str  # HTTP: UI, REST API and OTLP/HTTP at /v1/traces
+    grpc_port: int
+    log: Path
+
+
+def _without_otel(environ: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if not k.startswith("OTEL_")}
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    """`phoenix serve` on two free loopback ports, working dir in a temporary folder; stopped at
+    the end of the module. (Phoenix binds its gRPC port on all interfaces; it has no setting.)"""
+    path = os.environ.get("PHOENIX_BIN", "")
+    assert path and os.access(path, os.X_OK), (
+        f"PHOENIX_BIN={path!r} is not an executable Phoenix: run the tests through .ci/run, "
+        "which installs arize-phoenix into its own virtualenv and sets PHOENIX_BIN"
+    )
+    workdir = tmp_path_factory.mktemp("phoenix")
+    http_port = free_port()
+    grpc_port = free_port()
+    while grpc_port == http_port:
+        grpc_port = free_port()
+    env = {
+        **_without_otel(dict(os.environ)),
+        "PHOENIX_WORKING_DIR": str(workdir / "data"),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(http_port),
+        "PHOENIX_GRPC_PORT": str(grpc_port),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
+    log = workdir / "phoenix.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [path, "serve"], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir
+        )
+    url = f"http://127.0.0.1:{http_port}"
+
+    def healthy() -> bool:
+        assert process.poll() is None, f"phoenix exited with {process.returncode}:\n{_tail(log)}"
+        return get(url + "/healthz")[0] == 200
+
+    try:
+        try:
+            wait_for("phoenix /healthz", healthy, deadline=STARTUP)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n--- phoenix log:\n{_tail(log)}") from None
+        yield Phoenix(url, grpc_port, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _spans(phoenix: Phoenix, project: str) -> list[dict[str, Any]]:
+    status, body = get(f"{phoenix.url}/v1/projects/{project}/spans?limit=1000")
+    if status == 404:  # the project appears with its first span
+        return []
+    assert status == 200, body
+    data: list[dict[str, Any]] = json.loads(body)["data"]
+    return data
+
+
+def _golden(version: str) -> tuple[str, list[str]]:
+    """The golden trace id and tree lines of the recording (see test_traces.py)."""
+    golden = GOLDEN / "traces" / f"{version}-subagent-foreground.txt"
+    first, *tree = golden.read_text().splitlines()
+    assert first.startswith("trace "), first
+    return first.removeprefix("trace "), tree
+
+
+def _value(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _render(spans: list[dict[str, Any]]) -> list[str]:
+    """Phoenix' spans drawn like test_traces.render: name, offset from the root, duration, and
+    the attributes the golden trees show, children in start order."""
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        children.setdefault(span["parent_id"], []).append(span)
+
+    def order(span: dict[str, Any]) -> tuple[datetime, str]:
+        return _time(span["start_time"]), span["name"]
+
+    lines: list[str] = []
+
+    def walk(span: dict[str, Any], depth: int, origin: datetime) -> None:
+        start, end = _time(span["start_time"]), _time(span["end_time"])
+        attrs = span["attributes"]
+        shown = " ".join(
+            f"{k.removeprefix('gen_ai.usage.')}={_value(attrs[k])}" for k in SHOWN if k in attrs
+        )
+        status = " ERROR" if span["status_code"] == "ERROR" else ""
+        lines.append(
+            f"{'  ' * depth}{span['name']} +{(start - origin).total_seconds():.3f}s "
+            f"{(end - start).total_seconds():.3f}s{status} {shown}".rstrip()
+        )
+        for child in sorted(children.get(span["context"]["span_id"], []), key=order):
+            walk(child, depth + 1, origin)
+
+    for root in sorted(children.get(None, []), key=order):
+        walk(root, 1, _time(root["start_time"]))
+    return lines
+
+
+@pytest.mark.parametrize("protocol", list(SCENARIOS))
+def test_phoenix_receives_the_turn_tree(phoenix: Phoenix, protocol: str, tmp_path: Path) -> None:
+    version = SCENARIOS[protocol]
+    scenario = FIXTURES / "claude-code" / version / "subagent-foreground"
+    (journal,) = scenario.glob("home/projects/*/*.jsonl")
+    session_id = journal.stem
+    project = "cae-" + protocol.split("/")[0]
+    endpoint = (
+        phoenix.url if protocol == "http/protobuf" else f"http://127.0.0.1:{phoenix.grpc_port}"
+    )
+    (tmp_path / "home").mkdir()  # every harness' default home is empty: only --claude.home is read
+    env = {
+        **_without_otel(dict(os.environ)),
+        "HOME": str(tmp_path / "home"),
+        "CODING_AGENT_EXPORTER_STATE_DIR": str(tmp_path / "state"),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+    }
+    sent = subprocess.run(
+        [sys.executable, "-m", "exporter", "traces", "--claude.home", str(scenario / "home")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+
+    try:
+        spans = wait_for(
+            f"8 spans in phoenix project {project}",
+            lambda: (s := _spans(phoenix, project)) and len(s) >= 8 and s,
+            deadline=ARRIVAL,
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n--- phoenix log:\n{_tail(phoenix.log)}") from None
+    assert len(spans) == 8, [s["name"] for s in spans]
+
+    # the whole golden tree came back: names, parent links, timings, key attributes
+    trace_id, tree = _golden(version)
+    assert {s["context"]["trace_id"] for s in spans} == {trace_id}
+    assert _render(spans) == tree
+
+    # and spelled out: every parent id points at the right span
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    assert len(by_id) == 8
+
+    def parent(span: dict[str, Any]) -> str | None:
+        return by_id[span["parent_id"]]["name"] if span["parent_id"] else None
+
+    (root,) = [s for s in spans if s["parent_id"] is None]
+    assert root["name"] == "invoke_agent claude-code"
+    (agent_tool,) = [s for s in spans if s["name"] == "execute_tool Agent"]
+    (sub,) = [s for s in spans if s["name"] == "invoke_agent general-purpose"]
+    (bash,) = [s for s in spans if s["name"] == "execute_tool Bash"]
+    chats = [s for s in spans if s["name"].startswith("chat ")]
+    assert parent(agent_tool) == root["name"]
+    assert sub["parent_id"] == agent_tool["context"]["span_id"]
+    assert bash["parent_id"] == sub["context"]["span_id"]
+    assert sorted(parent(c) or "" for c in chats) == [
+        "invoke_agent claude-code",
+        "invoke_agent claude-code",
+        "invoke_agent general-purpose",
+        "invoke_agent general-purpose",
+    ]
+    assert root["attributes"]["gen_ai.conversation.id"] == session_id
+    assert root["attributes"]["gen_ai.provider.name"] == "anthropic"
+    assert root["attributes"]["coding_agent.turn.outcome"] == "completed"
+    assert agent_tool["attributes"]["gen_ai.tool.name"] == "Agent"
+    assert bash["attributes"]["gen_ai.tool.name"] == "Bash"
+    assert all(isinstance(c["attributes"]["gen_ai.usage.input_tokens"], int) for c in chats)
+    assert sum(c["attributes"]["gen_ai.usage.input_tokens"] for c in chats) == 22
+    assert _time(root["start_time"]) <= _time(agent_tool["start_time"])
+    assert _time(agent_tool["end_time"]) <= _time(root["end_time"])
