@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .events import Event
 from .harnesses import FileReader, Harness
+from .holders import HeldSessions
 from .state import State
 from .tail import JsonDoc, JsonlTail, ZstdJsonl
 
@@ -42,6 +44,11 @@ class Stats:
 class Source:
     harness: Harness
     home: Path
+    held: HeldSessions | None = None  # for agents without a live index
+
+    def __post_init__(self) -> None:
+        if self.held is None and self.harness.holder_names:
+            self.held = HeldSessions(self.harness.holder_names)
 
 
 @dataclass(slots=True)
@@ -74,20 +81,27 @@ class Engine:
             self._read(path, source)
             if progress is not None:
                 progress(done, len(found))
+        for source in self.sources:
+            if source.held is not None:
+                self._apply(source, source.held.probe(list(source.held.sessions)))
 
     def changed(self, paths: Iterable[Path]) -> None:
         """Handle what the watcher reported: files read again, folders scanned for new files."""
+        touched: dict[int, tuple[Source, list[Path]]] = {}
         for path in paths:
             source = self._source_of(path)
             if source is None:
                 continue
-            if path in self._files:
+            if path in self._files or not path.is_dir():
                 self._read(path, source)
-            elif path.is_dir():
+                touched.setdefault(id(source), (source, []))[1].append(path)
+            else:
                 for _, found, _ in self._walk(source, path):
                     self._read(found, source)
-            else:
-                self._read(path, source)
+                    touched.setdefault(id(source), (source, []))[1].append(found)
+        for source, changed in touched.values():
+            if source.held is not None:
+                self._apply(source, source.held.probe(changed))
 
     def _source_of(self, path: Path) -> Source | None:
         for source in self.sources:
@@ -205,9 +219,17 @@ class Engine:
             self.stats.parse_errors[(agent, "reader_error")] += 1
             self._once(path, "reader_error", agent, f"{where}: {error!r}")
             return
+        held = entry.source.held
+        if held is not None and events and path not in held.sessions:
+            session_id = getattr(events[0], "session_id", None)
+            if isinstance(session_id, str):
+                held.note(path, session_id)
+        self._apply(entry.source, events)
+
+    def _apply(self, source: Source, events: list[Event]) -> None:
         with self.state.lock:
             for event in events:
-                self.state.apply(agent, event)
+                self.state.apply(source.harness.name, event)
 
     def _forget(self, path: Path, entry: _File) -> None:
         if self._files.pop(path, None) is not None:

@@ -200,6 +200,7 @@ class LiveIndexRead:
     job_id: str | None = None
     parked_job_id: str | None = None
     source: str = ""  # the index file it came from
+    derived: bool = False  # the agent writes no status: running while a turn is open, else idle
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,17 +3,20 @@
 Codex writes no live index; a thread is live while a Codex process holds its rollout (or its
 thread lock) open. `holders(paths, names)` looks at the open files of processes whose name or
 command line mentions one of `names` (so not every process on the machine is inspected) and
-returns, per path, the (pid, start time) of each holder. The exporter's own process is never
+returns, per path, the (pid, start time) of each holder. Only the program's own name counts,
+never its arguments. The exporter's own process is never
 counted. Call it when a file changes, not on a timer.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 import psutil
+
+from .events import Event, LiveIndexRead, LiveIndexRemoved
 
 Holder = tuple[int, float]  # pid, process start time (Unix seconds)
 
@@ -39,7 +42,56 @@ def holders(paths: Collection[Path], names: Iterable[str]) -> dict[Path, list[Ho
 
 
 def _mentions(info: dict[str, object], words: tuple[str, ...]) -> bool:
-    name = str(info.get("name") or "")
-    cmdline = info.get("cmdline") or []
-    text = " ".join([name, *map(str, cmdline)]) if isinstance(cmdline, list) else name
-    return any(word in text for word in words)
+    """The program itself is named so (its name, or its argv[0]); arguments do not count, so
+    `tail -f ~/.codex/sessions/...` does not make a thread live."""
+    cmdline = info.get("cmdline")
+    program = os.path.basename(str(cmdline[0])) if isinstance(cmdline, list) and cmdline else ""
+    names = (str(info.get("name") or ""), program)
+    return any(word in name for word in words for name in names)
+
+
+class HeldSessions:
+    """Live-index entries made from open files, for one agent that writes no live index.
+
+    The engine notes which session each file belongs to (from the events its reader emits) and
+    calls `probe` with the files that just changed; each holding process becomes an entry
+    (`derived`: its state comes from the session's turns), an entry whose file is no longer
+    held is removed. A holder that exits is noticed at the next scrape (its pid is gone).
+    """
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        find: Callable[[Collection[Path], Iterable[str]], dict[Path, list[Holder]]] = holders,
+    ) -> None:
+        self.names, self.find = names, find
+        self.sessions: dict[Path, str] = {}
+        self._entries: dict[Path, set[str]] = {}
+
+    def note(self, path: Path, session_id: str) -> None:
+        self.sessions.setdefault(path, session_id)
+
+    def probe(self, paths: Iterable[Path]) -> list[Event]:
+        wanted = [p for p in paths if p in self.sessions]
+        if not wanted:
+            return []
+        found = self.find(wanted, self.names)
+        events: list[Event] = []
+        for path in wanted:
+            session_id = self.sessions[path]
+            now = {f"held:{pid}:{session_id}": (pid, start) for pid, start in found.get(path, [])}
+            for gone in self._entries.get(path, set()) - set(now):
+                events.append(LiveIndexRemoved(source=gone))
+            for source, (pid, start) in now.items():
+                events.append(
+                    LiveIndexRead(
+                        pid=pid,
+                        session_id=session_id,
+                        started_at=start,
+                        status=None,
+                        source=source,
+                        derived=True,
+                    )
+                )
+            self._entries[path] = set(now)
+        return events

@@ -29,7 +29,7 @@ from prometheus_client.core import (
 
 from . import __version__
 from .engine import Stats
-from .labels import STATES, ProjectLabel, live_state
+from .labels import STATES, ProjectLabel
 from .live import Probe, process_start
 from .state import Histogram, State
 
@@ -81,12 +81,13 @@ class StateCollector:
         subagents: Counter[tuple[str, str]] = Counter()
         for (agent, session_id), entry in sorted(self.state.live.items()):
             session = self.state.session(agent, session_id)
-            state, project = live_state(entry.status), self.project(session.cwd or entry.cwd)
+            state, reason, state_at = self.state.status((agent, session_id), entry)
+            project = self.project(session.cwd or entry.cwd)
             counts[(agent, state)] += 1
-            one.add_metric([agent, session_id, project, state, entry.reason or ""], 1)
+            one.add_metric([agent, session_id, project, state, reason or ""], 1)
             ids = [agent, session_id, project]
-            if entry.status_at is not None:
-                since.add_metric(ids, entry.status_at)
+            if state_at is not None:
+                since.add_metric(ids, state_at)
             latest = max(filter(None, (session.updated_at, entry.updated_at)), default=None)
             if latest is not None:
                 last.add_metric(ids, latest)

@@ -34,7 +34,8 @@ from .events import (
     TurnStarted,
     Usage,
 )
-from .live import Probe, holders
+from .labels import live_state
+from .live import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
 from .session import OpenTool, Session, Subagent
@@ -46,6 +47,9 @@ ABANDON_AFTER = 120.0
 RECENT_MESSAGES = 4096
 """Responses whose usage may still grow (their copies are written close together); older ones
 are only remembered as seen, so memory does not grow with the usage of all history."""
+HELD_QUIET = 1800.0
+"""A session kept live only by a process holding its files is no longer live after this long
+without a record and without an open turn."""
 MAX_LABEL_VALUES = 200
 """Distinct tool / sub-agent type label values per agent before the rest become "other"."""
 
@@ -324,6 +328,7 @@ class State:
         self.live, stale = holders(
             ((agent, entry) for (agent, _), entry in self.entries.items()), probe
         )
+        self._settle_held(now, probe)
         self._note_waits(now)
         for key, entry in self.live.items():
             session = self.session(*key)
@@ -337,6 +342,30 @@ class State:
             last = session.updated_at or 0.0
             if key in stale or now - last >= ABANDON_AFTER:
                 self._close(session, last, foreground_only=False)
+
+    def _settle_held(self, now: float, probe: Probe) -> None:
+        """Entries made from open files (agents without a live index): forget those whose process
+        is gone; a session held open but quiet for `HELD_QUIET` is not live (Codex' app-server
+        keeps a thread's files open after the TUI exits)."""
+        for key, entry in list(self.entries.items()):
+            if entry.derived and not alive(entry, probe):
+                del self.entries[key]
+        for key, entry in list(self.live.items()):
+            session = self.session(*key)
+            quiet = now - (session.updated_at or entry.started_at or now) >= HELD_QUIET
+            if entry.derived and session.turn_open_at is None and quiet:
+                del self.live[key]
+
+    def status(
+        self, key: tuple[str, str], entry: LiveIndexRead
+    ) -> tuple[str, str | None, float | None]:
+        """A live session's state, why it waits, and since when."""
+        if not entry.derived:
+            return live_state(entry.status), entry.reason, entry.status_at
+        session = self.session(*key)
+        if session.turn_open_at is not None:
+            return "running", None, session.turn_open_at
+        return "idle", None, session.updated_at
 
     def _note_waits(self, now: float) -> None:
         """A live session that waited for the user and stopped waiting: tell the observer."""

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .events import LiveIndexRead
-from .labels import STATES, ProjectLabel, live_state
+from .labels import STATES, ProjectLabel
 from .session import Session, Subagent
 from .state import State
 
@@ -31,14 +31,20 @@ def session_rows(state: State, project: ProjectLabel, *, history: bool) -> list[
             entry = state.live.get(key)
             if entry is None and (not history or not session.counted):
                 continue  # not live; or only named in a title index, never read itself
-            rows.append(_row(session, entry, project))
+            status = state.status(key, entry) if entry is not None else ("ended", None, None)
+            rows.append(_row(session, entry, status[:2], project))
     rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
     for row in rows:
         del row["_updated"]
     return rows
 
 
-def _row(session: Session, entry: LiveIndexRead | None, project: ProjectLabel) -> dict[str, Any]:
+def _row(
+    session: Session,
+    entry: LiveIndexRead | None,
+    status: tuple[str, str | None],
+    project: ProjectLabel,
+) -> dict[str, Any]:
     cwd = session.cwd or (entry.cwd if entry else None)
     updated = max(
         filter(None, (session.updated_at, entry.updated_at if entry else None)), default=None
@@ -54,8 +60,8 @@ def _row(session: Session, entry: LiveIndexRead | None, project: ProjectLabel) -
         "live": entry is not None,
         "pid": entry.pid if entry else None,
         "kind": (entry.kind if entry else None) or session.kind or "interactive",
-        "state": live_state(entry.status) if entry else "ended",
-        "reason": entry.reason if entry else None,
+        "state": status[0],
+        "reason": status[1],
         "started_at": iso(session.started_at or (entry.started_at if entry else None)),
         "updated_at": iso(updated),
         "version": session.version,

@@ -205,3 +205,11 @@ def write_index(
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc))
     os.replace(tmp, path)  # the way an agent rewrites its index
+
+
+HOLD = "import sys,time; f=open(sys.argv[1],'a'); print('held', flush=True); time.sleep(60)"
+
+
+def holding(path: Path, name: str) -> list[str]:
+    """A command that holds `path` open, running under the program name `name` (argv[0])."""
+    return ["bash", "-c", f'exec -a {name} "$0" -c "$1" "$2"', sys.executable, HOLD, str(path)]

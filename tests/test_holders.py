@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from exporter.holders import holders
 
-from .backends import wait_for
-
-HOLD = "import sys,time; f=open(sys.argv[1],'a'); print('held', flush=True); time.sleep(60)"
+from .backends import holding, wait_for
 
 
 def test_a_process_holding_the_file_is_found_until_it_exits(tmp_path: Path) -> None:
     rollout = tmp_path / "rollout-x.jsonl"
     rollout.write_text("")
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(rollout), "fake-codex"], stdout=subprocess.PIPE
-    )
+    process = subprocess.Popen(holding(rollout, "fake-codex"), stdout=subprocess.PIPE)
     try:
         assert process.stdout is not None and process.stdout.readline() == b"held\n"
         found = holders([rollout], ["fake-codex"])

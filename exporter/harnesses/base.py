@@ -29,6 +29,9 @@ class Harness(Protocol):
     """Label value, flag suffix (`--harness.<name>`) and fixture folder name."""
     home_flag: ClassVar[str]
     """The flag naming this agent's home folder, e.g. `claude.home`."""
+    holder_names: ClassVar[tuple[str, ...]]
+    """For agents without a live index: words that name their processes; a session is live
+    while such a process holds one of its files open (see `holders`). Empty otherwise."""
     watch_dirs: ClassVar[tuple[str, ...]]
     """Folders below the home that hold its files (watched recursively), or single files."""
 

@@ -81,6 +81,7 @@ class ClaudeCode:
     name: ClassVar[str] = "claude-code"
     home_flag: ClassVar[str] = "claude.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("projects", "sessions")
+    holder_names: ClassVar[tuple[str, ...]] = ()  # the live index says who runs
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:

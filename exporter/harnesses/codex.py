@@ -89,6 +89,7 @@ class Codex:
     name: ClassVar[str] = "codex"
     home_flag: ClassVar[str] = "codex.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("sessions", "archived_sessions", _INDEX)
+    holder_names: ClassVar[tuple[str, ...]] = ("codex",)  # no live index: who holds a rollout
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
