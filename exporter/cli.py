@@ -194,7 +194,7 @@ def serve(config: Config) -> int:
 def _sessions(config: Config) -> int:
     app = App(config, process_metrics=False)
     app.catch_up()
-    rows = session_rows(app.state, config.project, history=config.all)
+    rows = session_rows(app.state, config.project, history=config.all, internal=config.internal)
     if config.json:
         print(json.dumps(rows, indent=2))
     elif rows:

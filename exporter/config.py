@@ -39,6 +39,7 @@ class Config:
     log_format: str
     json: bool = False
     all: bool = False
+    internal: bool = False
     traces: bool = False
     backfill: float | None = None  # seconds of history to send as traces; inf = all
     state_dir: Path | None = None
@@ -166,6 +167,11 @@ def parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", parents=[common], help="list sessions once")
     sessions.add_argument("--json", action="store_true", help="print one JSON array")
     sessions.add_argument("--all", action="store_true", help="include sessions that are not live")
+    sessions.add_argument(
+        "--include-internal",
+        action="store_true",
+        help="with --all: also the agents' own automatic reviews (Codex' guardian)",
+    )
     commands.add_parser("metrics", parents=[common], help="print what a scrape would return, once")
     traces = commands.add_parser(
         "traces",
@@ -237,6 +243,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         log_format=values["log.format"],
         json=values.get("json", False),
         all=values.get("all", False),
+        internal=values.get("include_internal", False),
         traces=values["traces.enabled"],
         backfill=values["traces.backfill"],
         state_dir=Path(values["state.dir"]).expanduser(),

@@ -13,7 +13,7 @@ it (`--fork-session` copies records verbatim; sub-agent and lead journals share 
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 
 from .events import (
@@ -50,6 +50,8 @@ are only remembered as seen, so memory does not grow with the usage of all histo
 HELD_QUIET = 1800.0
 """A session kept live only by a process holding its files is no longer live after this long
 without a record and without an open turn."""
+RECENT_REVIEWS = 1000
+"""Automatic reviews kept for `sessions --include-internal` (all of them are counted)."""
 MAX_LABEL_VALUES = 200
 """Distinct tool / sub-agent type label values per agent before the rest become "other"."""
 
@@ -103,6 +105,7 @@ class State:
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
         self.totals = Totals()
+        self.reviews: deque[tuple[str, ReviewEnded]] = deque(maxlen=RECENT_REVIEWS)
         self._usage: OrderedDict[tuple[str, str], tuple[Usage, Session, Subagent | None]] = (
             OrderedDict()
         )
@@ -153,6 +156,7 @@ class State:
                 if not self._seen.add(agent, "review", event.review_id):
                     outcome = self._bounded(agent, "review_outcome", event.outcome)
                     self.totals.reviews[(agent, outcome)] += 1
+                    self.reviews.append((agent, event))
 
     def session(self, agent: str, session_id: str) -> Session:
         key = (agent, session_id)

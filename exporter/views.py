@@ -6,7 +6,7 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
-from .events import LiveIndexRead
+from .events import LiveIndexRead, ReviewEnded, Usage
 from .labels import STATES, ProjectLabel
 from .session import Session, Subagent
 from .state import State
@@ -23,10 +23,15 @@ def iso(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def session_rows(state: State, project: ProjectLabel, *, history: bool) -> list[dict[str, Any]]:
-    """One dict per session (live ones only unless `history`), waiting-for-you first."""
+def session_rows(
+    state: State, project: ProjectLabel, *, history: bool, internal: bool = False
+) -> list[dict[str, Any]]:
+    """One dict per session (live ones only unless `history`), waiting-for-you first; with
+    `internal`, the agents' own automatic reviews too."""
     rows = []
     with state.lock:
+        if history and internal:
+            rows += [_review(agent, r, state, project) for agent, r in state.reviews]
         for key, session in state.sessions.items():
             entry = state.live.get(key)
             if entry is None and (not history or not session.counted):
@@ -71,6 +76,38 @@ def _row(
         "tokens": session.tokens.as_dict(),
         "subagents": [_subagent(s) for s in session.unique_subagents()],
         "_updated": updated,
+    }
+
+
+def _review(agent: str, review: ReviewEnded, state: State, project: ProjectLabel) -> dict[str, Any]:
+    """An automatic review as a row: not a session, counted nowhere but in its own metric."""
+    parent = state.sessions.get((agent, review.session_id))
+    cwd = parent.cwd if parent is not None else None
+    empty = {"completed": 0, "interrupted": 0, "failed": 0}
+    return {
+        "agent": agent,
+        "session_id": review.review_id,
+        "title": f"review: {review.outcome}",
+        "title_source": "harness",
+        "cwd": cwd,
+        "project": project(cwd),
+        "model": None,
+        "live": False,
+        "pid": None,
+        "kind": "review",
+        "state": "ended",
+        "reason": None,
+        "started_at": None,
+        "updated_at": iso(review.at),
+        "version": None,
+        "messages": 0,
+        "turns": empty,
+        "tool_calls": {"total": 0, "error": 0},
+        "tokens": Usage().as_dict(),
+        "subagents": [],
+        "parent_session_id": review.session_id,
+        "outcome": review.outcome,
+        "_updated": review.at,
     }
 
 

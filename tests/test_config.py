@@ -149,3 +149,16 @@ def test_metrics_command_prints_one_scrape(capsys: pytest.CaptureFixture[str]) -
     assert main(["metrics", "--claude.home", str(RECORDED)]) == 0
     out = capsys.readouterr().out
     assert "coding_agent_messages_total" in out and "process_cpu_seconds_total" in out
+
+
+def test_sessions_include_internal_lists_automatic_reviews(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    home = FIXTURES / "codex" / "0.171.0" / "guardian" / "home" / ".codex"
+    argv = ["sessions", "--all", "--json", "--no-harness.claude-code", "--codex.home", str(home)]
+    assert main(argv) == 0
+    assert [r["kind"] for r in json.loads(capsys.readouterr().out)] == ["headless"]
+    assert main([*argv, "--include-internal"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    (review,) = [r for r in rows if r["kind"] == "review"]
+    assert review["outcome"] == "allow" and review["parent_session_id"] == rows[0]["session_id"]
