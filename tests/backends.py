@@ -66,8 +66,11 @@ def binary(name: str, package: str) -> str:
 
 
 @contextmanager
-def run_exporter(home: Path, workdir: Path, *argv: str) -> Iterator[str]:
-    """`coding-agent-exporter serve` over `home`; asserts that it shuts down cleanly."""
+def run_exporter(
+    home: Path, workdir: Path, *argv: str, codex_home: Path | None = None
+) -> Iterator[str]:
+    """`coding-agent-exporter serve` over `home` (and `codex_home`, else an empty folder, so the
+    machine's own ~/.codex is never read); asserts that it shuts down cleanly."""
     port = free_port()
     log_path = workdir / "exporter.log"
     log = log_path.open("wb")
@@ -79,6 +82,8 @@ def run_exporter(home: Path, workdir: Path, *argv: str) -> Iterator[str]:
             "serve",
             "--claude.home",
             str(home),
+            "--codex.home",
+            str(codex_home or workdir / "no-codex-home"),
             "--web.listen-address",
             f"127.0.0.1:{port}",
             "--log.level",

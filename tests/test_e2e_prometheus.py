@@ -114,3 +114,42 @@ def test_prometheus_sees_history_and_a_session_that_starts_waiting(
     assert status == 200 and "No live sessions" in page
     assert get(exporter + "/-/healthy")[0] == 200
     assert get(exporter + "/nope")[0] == 404
+
+
+def test_prometheus_sees_a_live_codex_thread(tmp_path: Path) -> None:
+    """A process named codex holds a rollout whose turn is open: a running Codex session; when
+    the turn ends it is idle; when the process exits it is gone. History counts as well."""
+    from .backends import holding
+    from .test_codex_live import RECORDED, now_lines
+
+    (recorded,) = RECORDED.glob("sessions/*/*/*/rollout-*.jsonl")
+    codex_home = tmp_path / "codex"
+    rollout = codex_home / recorded.relative_to(RECORDED)
+    rollout.parent.mkdir(parents=True)
+    lines = now_lines(recorded)
+    ended = next(i for i, line in enumerate(lines) if '"task_complete"' in line)
+    rollout.write_text("\n".join(lines[:ended]) + "\n")
+    holder = subprocess.Popen(holding(rollout, "codex"), stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    try:
+        with (
+            run_exporter(tmp_path / "claude", tmp_path, codex_home=codex_home) as exporter,
+            run_prometheus(tmp_path, prometheus_config(exporter.removeprefix("http://"))) as prom,
+        ):
+            running = 'coding_agent_session_state{agent="codex",state="running"} == 1'
+            (series,) = wait_for("running codex thread", lambda: query(prom, running))
+            assert series["metric"]["project"] == "/home/user/work/shop-api"
+            assert query(prom, 'sum(coding_agent_tokens_total{agent="codex"}) > 0')
+            with rollout.open("a") as f:
+                f.write("\n".join(lines[ended:]) + "\n")
+            idle = 'coding_agent_session_state{agent="codex",state="idle"} == 1'
+            wait_for("idle codex thread", lambda: query(prom, idle))
+            holder.kill()
+            holder.wait()
+            gone = 'sum(coding_agent_sessions{agent="codex"}) == 0'
+            wait_for("thread no longer live", lambda: query(prom, gone))
+            assert query(prom, 'coding_agent_turns_total{agent="codex",outcome="completed"} == 1')
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
