@@ -59,3 +59,22 @@ def test_subagents(scenario: Path) -> None:
             assert {k: mine["tokens"][k] for k in sub["tokens"]} == sub["tokens"], where
             calls = sub["tool_calls"]  # Codex fixtures break them down by outcome
             assert mine["tool_calls"] == (calls["total"] if isinstance(calls, dict) else calls)
+
+
+def test_golden_sessions_json(scenario: Path) -> None:
+    """What `sessions --all --include-internal --json` prints for each recorded scenario.
+    `UPDATE_GOLDEN=1 pytest tests/test_fixtures.py` rewrites them after a deliberate change."""
+    import json
+    import os
+
+    from .conftest import GOLDEN, scenario_id
+
+    app = app_for(scenario / "home")
+    rows = session_rows(app.state, app.config.project, history=True, internal=True)
+    text = json.dumps(rows, indent=1, sort_keys=True) + "\n"
+    golden = GOLDEN / "sessions" / f"{scenario_id(scenario)}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file {golden}: run with UPDATE_GOLDEN=1"
+    assert text == golden.read_text()
