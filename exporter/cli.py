@@ -68,6 +68,8 @@ class App:
     ) -> None:
         self.config, self.clock, self.probe, self.spans = config, clock, probe, spans
         self.state = State(spans.writer if spans is not None else None)
+        if spans is not None:
+            self.state.traced_since = spans.writer.since  # exemplars link to those traces
         self.stats = Stats()
         sources = [Source(HARNESSES[name](), home) for name, home in config.homes.items()]
         self.engine = Engine(sources, self.state, self.stats)

@@ -26,6 +26,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.samples import Exemplar
 
 from . import __version__
 from .engine import Stats
@@ -245,9 +246,17 @@ def _histogram(
 ) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, doc, labels=labels)
     for key, hist in sorted(values.items()):
-        counts = hist.counts or [0] * len(hist.buckets)
-        buckets = [(_le(b), c) for b, c in zip(hist.buckets, counts, strict=True)]
-        buckets.append(("+Inf", hist.count))
+        counts = [*(hist.counts or [0] * len(hist.buckets)), hist.count]
+        bounds = [*map(_le, hist.buckets), "+Inf"]
+        buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
+        for i, (bound, count) in enumerate(zip(bounds, counts, strict=True)):
+            found = hist.exemplars.get(i)
+            if found is None:
+                buckets.append((bound, count))
+                continue
+            trace_id, span_id, value, at = found
+            ids = {"trace_id": f"{trace_id:032x}", "span_id": f"{span_id:016x}"}
+            buckets.append((bound, count, Exemplar(ids, value, at)))
         family.add_metric(list(key), buckets, hist.total)
     return family
 

@@ -69,6 +69,7 @@ class Session:
     tokens: Usage = field(default_factory=Usage)
     turns: Counter[str] = field(default_factory=Counter)
     turn_open_at: float | None = None
+    last_turn: tuple[str, float] | None = None  # record id and start of the latest turn
     tool_calls: int = 0
     tool_errors: int = 0
     open_tools: dict[str, OpenTool] = field(default_factory=dict)

@@ -16,6 +16,7 @@ import threading
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 
+from . import ids
 from .events import (
     TOKEN_TYPES,
     Event,
@@ -56,14 +57,18 @@ MAX_LABEL_VALUES = 200
 """Distinct tool / sub-agent type label values per agent before the rest become "other"."""
 
 
+Exemplar = tuple[int, int, float, float]  # trace id, span id, value, when
+
+
 @dataclass(slots=True)
 class Histogram:
     buckets: tuple[float, ...]
     counts: list[int] = field(default_factory=list)
     total: float = 0.0
     count: int = 0
+    exemplars: dict[int, Exemplar] = field(default_factory=dict)  # bucket (len = +Inf) → latest
 
-    def observe(self, value: float) -> None:
+    def observe(self, value: float, exemplar: tuple[int, int, float] | None = None) -> None:
         if not self.counts:
             self.counts = [0] * len(self.buckets)
         for i, bound in enumerate(self.buckets):
@@ -71,6 +76,9 @@ class Histogram:
                 self.counts[i] += 1
         self.total += value
         self.count += 1
+        if exemplar is not None:
+            first = next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))
+            self.exemplars[first] = (exemplar[0], exemplar[1], value, exemplar[2])
 
 
 @dataclass(slots=True)
@@ -100,6 +108,7 @@ class State:
     def __init__(self, observer: Observer | None = None) -> None:
         self.lock = threading.RLock()
         self.observer: Observer = observer or NoObserver()
+        self.traced_since: float | None = None  # turns from then on are traces: exemplars
         self._waiting: dict[tuple[str, str], tuple[str, float]] = {}  # reason, since
         self.sessions: dict[tuple[str, str], Session] = {}
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
@@ -244,6 +253,7 @@ class State:
         if session.turn_open_at is not None:
             self._turn_ended(session, event.at, "interrupted")
         session.turn_open_at = event.at
+        session.last_turn = (event.record_id, event.at)
         self.observer.turn_started(session, event.at, event.record_id)
 
     def _turn_ended(self, session: Session, at: float, outcome: str) -> None:
@@ -255,7 +265,8 @@ class State:
         session.turns[outcome] += 1
         self.totals.turns[(session.agent, session.cwd or "", outcome)] += 1
         histogram = self.totals.turn_durations.setdefault(session.agent, Histogram(TURN_BUCKETS))
-        histogram.observe(duration)
+        traced = self._traced(session)
+        histogram.observe(duration, (*traced, at) if traced else None)
         if outcome != "completed":
             for call_id in [c for c, t in session.open_tools.items() if t.subagent is None]:
                 self._tool_ended(session, call_id, "cancelled", at)
@@ -286,8 +297,19 @@ class State:
         histogram = self.totals.tool_durations.setdefault(
             (session.agent, tool), Histogram(TOOL_BUCKETS)
         )
-        histogram.observe(max(0.0, at - open_tool.at))
+        traced = self._traced(session)
+        exemplar = (traced[0], ids.tool_span(call_id), at) if traced else None
+        histogram.observe(max(0.0, at - open_tool.at), exemplar)
         self.observer.tool_ended(session, call_id, outcome, at)
+
+    def _traced(self, session: Session) -> tuple[int, int] | None:
+        """The trace id and root span id of the session's latest turn, if it was traced."""
+        turn = session.last_turn
+        if self.traced_since is None or turn is None or turn[1] < self.traced_since:
+            return None
+        return ids.turn_trace(session.agent, session.session_id, turn[0]), ids.turn_span(
+            session.agent, session.session_id, turn[0]
+        )
 
     def _subagent_started(self, agent: str, event: SubagentStarted) -> None:
         session = self.session(agent, event.session_id)

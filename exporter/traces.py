@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from hashlib import blake2b
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 
+from . import ids
 from . import semconv as sc
 from .checkpoint import Checkpoint
 from .events import ModelFailed, ModelResponded, Usage
@@ -36,11 +36,6 @@ NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids
 """(trace id, span id) the SDK's id generator should hand out for the span being started."""
 MAX_HELD = 10_000
 """Tool-call contexts and held sub-agent calls kept at most (oldest dropped first)."""
-
-
-def _id(size: int, *parts: str) -> int:
-    value = int.from_bytes(blake2b("\x1f".join(parts).encode(), digest_size=size).digest(), "big")
-    return value or 1  # 0 is an invalid id
 
 
 def _ns(at: float) -> int:
@@ -106,7 +101,7 @@ class SpanWriter:
 
     def turn_started(self, session: Session, at: float, record_id: str) -> None:
         key = (session.agent, session.session_id)
-        trace_id = _id(16, "turn", *key, record_id)
+        trace_id = ids.turn_trace(*key, record_id)
         if at < self.since or trace_id in self.checkpoint:
             self._turns[key] = None
             return
@@ -122,7 +117,7 @@ class SpanWriter:
             f"invoke_agent {session.agent}",
             None,
             trace_id,
-            _id(8, "turn", *key, record_id),
+            ids.turn_span(*key, record_id),
             at,
             attributes,
         )
@@ -173,7 +168,7 @@ class SpanWriter:
             f"chat {event.model}",
             parent,
             parent.trace_id,
-            _id(8, "chat", event.message_id),
+            ids.derive(8, "chat", event.message_id),
             start,
             attributes,
             kind=SpanKind.CLIENT,
@@ -192,7 +187,7 @@ class SpanWriter:
             f"chat {model}",
             parent,
             parent.trace_id,
-            _id(8, "failed", session.session_id, str(event.at)),
+            ids.derive(8, "failed", session.session_id, str(event.at)),
             min(event.requested_at or event.at, event.at),
             {sc.OPERATION_NAME: sc.OP_CHAT, sc.REQUEST_MODEL: model, sc.ERROR_TYPE: event.error},
             kind=SpanKind.CLIENT,
@@ -222,7 +217,7 @@ class SpanWriter:
             f"execute_tool {tool}",
             parent,
             parent.trace_id,
-            _id(8, "tool", call_id),
+            ids.tool_span(call_id),
             at,
             attributes,
         )
@@ -254,7 +249,7 @@ class SpanWriter:
             f"wait {reason}",
             parent,
             parent.trace_id,
-            _id(8, "wait", session.session_id, str(start)),
+            ids.derive(8, "wait", session.session_id, str(start)),
             start,
             {sc.WAIT_REASON: reason},
         )
@@ -303,7 +298,7 @@ class SpanWriter:
             f"invoke_agent {kind}",
             parent,
             parent.trace_id,
-            _id(8, "subagent", sub.id),
+            ids.derive(8, "subagent", sub.id),
             sub.started_at or 0.0,
             attributes,
         )

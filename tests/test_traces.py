@@ -150,6 +150,46 @@ def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
 
 
 def _span_id(*parts: str) -> int:
-    from exporter.traces import _id
+    from exporter.ids import derive
 
-    return _id(8, *parts)
+    return derive(8, *parts)
+
+
+def test_duration_histograms_carry_trace_exemplars_in_openmetrics() -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+    from exporter.cli import App, Spans
+    from exporter.config import parse
+
+    from .conftest import FIXTURES
+
+    home = FIXTURES / "claude-code" / "2.1.197" / "subagent-foreground" / "home"
+    config = parse(["metrics", "--claude.home", str(home), "--codex.home", "/nonexistent"], {})
+    spans = Spans(config, {}, NOW, exporter=InMemorySpanExporter(), backfill=float("inf"))
+    app = App(config, process_metrics=False, spans=spans, clock=lambda: NOW)
+    app.catch_up()
+    spans.shutdown()
+    (root,) = [s for s in spans.exporter.inner.get_finished_spans() if s.parent is None]  # type: ignore[attr-defined]
+    text = openmetrics(app.registry).decode()
+    turn = f'trace_id="{root.context.trace_id:032x}"'
+    assert any(
+        line.startswith("coding_agent_turn_duration_seconds_bucket") and turn in line
+        for line in text.splitlines()
+    )
+    assert any(
+        line.startswith('coding_agent_tool_call_duration_seconds_bucket{agent="claude-code",le=')
+        and turn in line
+        and 'tool="Bash"' in line
+        for line in text.splitlines()
+    )
+    assert "trace_id" not in generate_latest(app.registry).decode()  # the text format has none
+
+
+def test_no_exemplars_without_traces() -> None:
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+    from .conftest import FIXTURES, app_for
+
+    app = app_for(FIXTURES / "claude-code" / "2.1.197" / "subagent-foreground" / "home")
+    assert "trace_id" not in openmetrics(app.registry).decode()
