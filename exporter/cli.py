@@ -126,7 +126,11 @@ class Spans:
         elif self.checkpoint.saved_at is not None:
             since = self.checkpoint.saved_at  # pick up where the last run stopped
         self.writer = SpanWriter(
-            tracer(self.provider), config.project, since=since, checkpoint=self.checkpoint
+            tracer(self.provider),
+            config.project,
+            since=since,
+            checkpoint=self.checkpoint,
+            capture=config.capture,
         )
         self._saved = time.monotonic()
 

@@ -44,6 +44,7 @@ class Config:
     backfill: float | None = None  # seconds of history to send as traces; inf = all
     state_dir: Path | None = None
     since: float = float("inf")
+    capture: bool = False
     output: Path | None = None
 
 
@@ -121,6 +122,15 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=raw.strip().lower() in _TRUE,
         help=f"Send every turn as a trace over OTLP. [env {env_name(flag)}] (default: on "
         "when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set)",
+    )
+    flag = "--traces.capture-content"
+    raw = environ.get(env_name(flag), "false").strip().lower()
+    traces.add_argument(
+        flag,
+        action=argparse.BooleanOptionalAction,
+        default=raw in _TRUE,
+        help="Put prompts, replies, tool arguments and tool results into spans (obvious "
+        f"secrets redacted). Off by default. [env {env_name(flag)}]",
     )
     flag = "--traces.backfill"
     traces.add_argument(
@@ -248,5 +258,6 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         backfill=values["traces.backfill"],
         state_dir=Path(values["state.dir"]).expanduser(),
         since=values.get("since", float("inf")),
+        capture=values["traces.capture_content"],
         output=values.get("output"),
     )

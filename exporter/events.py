@@ -97,6 +97,7 @@ class ModelResponded:
     requested_at: float | None = None  # the record before the response: the request went out
     finish_reason: str | None = None
     internal: bool = False  # the agent's own housekeeping (a review): totals only, no session
+    text: str | None = None  # content of this record's blocks (spans, with capture-content only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +117,7 @@ class TurnStarted:
     session_id: str
     at: float
     record_id: str  # unique per prompt, so a copied prompt (fork) is not a second turn
+    prompt: str | None = None  # content: reaches spans only with --traces.capture-content
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +134,7 @@ class ToolCallStarted:
     call_id: str
     tool: str
     subagent_id: str | None = None
+    arguments: object = None  # content (spans, with capture-content only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +143,7 @@ class ToolCallEnded:
     at: float
     call_id: str
     outcome: ToolOutcome
+    result: str | None = None  # content (spans, with capture-content only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

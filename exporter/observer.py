@@ -8,21 +8,23 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .events import ModelFailed, ModelResponded, Usage
+from .events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
 from .session import Session, Subagent
 
 
 class Observer(Protocol):
-    def turn_started(self, session: Session, at: float, record_id: str) -> None: ...
+    def turn_started(
+        self, session: Session, at: float, record_id: str, prompt: str | None
+    ) -> None: ...
     def turn_ended(self, session: Session, at: float, outcome: str) -> None: ...
     def responded(
         self, session: Session, sub: Subagent | None, event: ModelResponded, usage: Usage
     ) -> None: ...
     def failed(self, session: Session, sub: Subagent | None, event: ModelFailed) -> None: ...
     def tool_started(
-        self, session: Session, sub: Subagent | None, call_id: str, tool: str, at: float
+        self, session: Session, sub: Subagent | None, event: ToolCallStarted
     ) -> None: ...
-    def tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None: ...
+    def tool_ended(self, session: Session, event: ToolCallEnded) -> None: ...
     def subagent_started(self, session: Session, sub: Subagent) -> None: ...
     def subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None: ...
     def waited(self, session: Session, reason: str, start: float, end: float) -> None: ...
@@ -31,7 +33,7 @@ class Observer(Protocol):
 class NoObserver:
     """Nobody listens (no traces configured)."""
 
-    def turn_started(self, session: Session, at: float, record_id: str) -> None:
+    def turn_started(self, session: Session, at: float, record_id: str, prompt: str | None) -> None:
         pass
 
     def turn_ended(self, session: Session, at: float, outcome: str) -> None:
@@ -45,12 +47,10 @@ class NoObserver:
     def failed(self, session: Session, sub: Subagent | None, event: ModelFailed) -> None:
         pass
 
-    def tool_started(
-        self, session: Session, sub: Subagent | None, call_id: str, tool: str, at: float
-    ) -> None:
+    def tool_started(self, session: Session, sub: Subagent | None, event: ToolCallStarted) -> None:
         pass
 
-    def tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None:
+    def tool_ended(self, session: Session, event: ToolCallEnded) -> None:
         pass
 
     def subagent_started(self, session: Session, sub: Subagent) -> None:

@@ -26,6 +26,10 @@ USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"  # content: only with capture-content
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
 
 OP_INVOKE_AGENT = "invoke_agent"

@@ -31,6 +31,7 @@ from .events import (
     TitleSet,
     ToolCallEnded,
     ToolCallStarted,
+    ToolOutcome,
     TurnEnded,
     TurnStarted,
     Usage,
@@ -151,9 +152,8 @@ class State:
             case ToolCallStarted():
                 self._tool_started(agent, event)
             case ToolCallEnded():
-                self._tool_ended(
-                    self.session(agent, event.session_id), event.call_id, event.outcome, event.at
-                )
+                session = self.session(agent, event.session_id)
+                self._tool_ended(session, event.call_id, event.outcome, event.at, event.result)
             case SubagentStarted():
                 self._subagent_started(agent, event)
             case SubagentEnded():
@@ -254,7 +254,7 @@ class State:
             self._turn_ended(session, event.at, "interrupted")
         session.turn_open_at = event.at
         session.last_turn = (event.record_id, event.at)
-        self.observer.turn_started(session, event.at, event.record_id)
+        self.observer.turn_started(session, event.at, event.record_id, event.prompt)
 
     def _turn_ended(self, session: Session, at: float, outcome: str) -> None:
         session.touch(at)
@@ -279,13 +279,20 @@ class State:
         session.touch(event.at)
         sub = self._subagent_of(session, event.subagent_id)
         session.open_tools[event.call_id] = OpenTool(event.tool, event.at, sub)
-        self.observer.tool_started(session, sub, event.call_id, event.tool, event.at)
+        self.observer.tool_started(session, sub, event)
         if sub is None:
             session.tool_calls += 1
         else:
             sub.tool_calls += 1
 
-    def _tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None:
+    def _tool_ended(
+        self,
+        session: Session,
+        call_id: str,
+        outcome: ToolOutcome,
+        at: float,
+        result: str | None = None,
+    ) -> None:
         session.touch(at)
         open_tool = session.open_tools.pop(call_id, None)
         if open_tool is None:
@@ -300,7 +307,14 @@ class State:
         traced = self._traced(session)
         exemplar = (traced[0], ids.tool_span(call_id), at) if traced else None
         histogram.observe(max(0.0, at - open_tool.at), exemplar)
-        self.observer.tool_ended(session, call_id, outcome, at)
+        ended = ToolCallEnded(
+            session_id=session.session_id,
+            at=at,
+            call_id=call_id,
+            outcome=outcome,
+            result=result,
+        )
+        self.observer.tool_ended(session, ended)
 
     def _traced(self, session: Session) -> tuple[int, int] | None:
         """The trace id and root span id of the session's latest turn, if it was traced."""

@@ -16,11 +16,12 @@ yet is held until it is. Turns that started before `since` are not sent (no hist
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
@@ -28,8 +29,9 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, S
 from . import ids
 from . import semconv as sc
 from .checkpoint import Checkpoint
-from .events import ModelFailed, ModelResponded, Usage
+from .events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
 from .labels import ProjectLabel
+from .redact import redact
 from .session import Session, Subagent
 
 NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids", default=None)
@@ -63,6 +65,12 @@ class _Chat:
     span: Span
     message_id: str
     end: float
+    text: list[str] = field(default_factory=list)
+
+
+def _messages(role: str, text: str) -> str:
+    """A GenAI semconv message list with one text part, as the JSON string attribute."""
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": redact(text)}]}])
 
 
 def _usage_attributes(usage: Usage) -> dict[str, int]:
@@ -85,8 +93,9 @@ class SpanWriter:
         *,
         since: float = 0.0,
         checkpoint: Checkpoint | None = None,
+        capture: bool = False,
     ) -> None:
-        self.tracer, self.project, self.since = tracer, project, since
+        self.tracer, self.project, self.since, self.capture = tracer, project, since, capture
         self.checkpoint = checkpoint or Checkpoint(None)
         self._turns: dict[tuple[str, str], _Turn | None] = {}
         self._tools: dict[str, Span] = {}
@@ -99,7 +108,7 @@ class SpanWriter:
 
     # -- turns ---------------------------------------------------------------------------------
 
-    def turn_started(self, session: Session, at: float, record_id: str) -> None:
+    def turn_started(self, session: Session, at: float, record_id: str, prompt: str | None) -> None:
         key = (session.agent, session.session_id)
         trace_id = ids.turn_trace(*key, record_id)
         if at < self.since or trace_id in self.checkpoint:
@@ -113,6 +122,8 @@ class SpanWriter:
             sc.PROJECT: self.project(session.cwd),
             sc.SESSION_KIND: session.kind or "interactive",
         }
+        if self.capture and prompt:
+            attributes[sc.INPUT_MESSAGES] = _messages("user", prompt)
         span = self._start(
             f"invoke_agent {session.agent}",
             None,
@@ -148,6 +159,7 @@ class SpanWriter:
         if chat is not None and chat.message_id == event.message_id:
             chat.span.set_attributes(_usage_attributes(usage))
             chat.end = max(chat.end, event.at)
+            self._reply(chat, event.text)
             return
         parent = self._parent(session, sub, lambda: self.responded(session, sub, event, usage))
         self._close_lane(session, sub)
@@ -173,7 +185,8 @@ class SpanWriter:
             attributes,
             kind=SpanKind.CLIENT,
         )
-        self._chats[lane] = _Chat(span, event.message_id, event.at)
+        self._chats[lane] = chat = _Chat(span, event.message_id, event.at)
+        self._reply(chat, event.text)
         if sub is not None and sub.state != "running":
             self._close_lane(session, sub)  # read after its sub-agent ended: nothing follows
 
@@ -197,12 +210,9 @@ class SpanWriter:
 
     # -- tool calls ----------------------------------------------------------------------------
 
-    def tool_started(
-        self, session: Session, sub: Subagent | None, call_id: str, tool: str, at: float
-    ) -> None:
-        parent = self._parent(
-            session, sub, lambda: self.tool_started(session, sub, call_id, tool, at)
-        )
+    def tool_started(self, session: Session, sub: Subagent | None, event: ToolCallStarted) -> None:
+        call_id, tool, at = event.call_id, event.tool, event.at
+        parent = self._parent(session, sub, lambda: self.tool_started(session, sub, event))
         self._close_lane(session, sub)
         if parent is None:
             if sub is not None and id(sub) in self._held:
@@ -213,6 +223,10 @@ class SpanWriter:
             sc.TOOL_NAME: tool,
             sc.TOOL_CALL_ID: call_id,
         }
+        if self.capture and event.arguments is not None:
+            arguments = event.arguments
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            attributes[sc.TOOL_CALL_ARGUMENTS] = redact(text)
         span = self._start(
             f"execute_tool {tool}",
             parent,
@@ -224,14 +238,17 @@ class SpanWriter:
         self._tools[call_id] = span
         self._remember(call_id, span.get_span_context())
 
-    def tool_ended(self, session: Session, call_id: str, outcome: str, at: float) -> None:
+    def tool_ended(self, session: Session, event: ToolCallEnded) -> None:
+        call_id, outcome, at = event.call_id, event.outcome, event.at
         held = self._held.get(self._held_calls.pop(call_id, -1))
         if held is not None:
-            held.append(lambda: self.tool_ended(session, call_id, outcome, at))
+            held.append(lambda: self.tool_ended(session, event))
             return
         span = self._tools.pop(call_id, None)
         if span is None:
             return
+        if self.capture and event.result:
+            span.set_attribute(sc.TOOL_CALL_RESULT, redact(event.result))
         span.set_attribute(sc.TOOL_OUTCOME, outcome)
         if outcome != "ok":
             span.set_attribute(sc.ERROR_TYPE, outcome)
@@ -328,6 +345,14 @@ class SpanWriter:
         if sum(map(len, self._held.values())) < MAX_HELD:
             self._held.setdefault(id(sub), []).append(retry)
         return None
+
+    def _reply(self, chat: _Chat, text: str | None) -> None:
+        """With capture-content: the response's text so far (one record per content block)."""
+        if self.capture and text:
+            chat.text.append(text)
+            chat.span.set_attribute(
+                sc.OUTPUT_MESSAGES, _messages("assistant", "\n".join(chat.text))
+            )
 
     def _lane(self, session: Session, sub: Subagent | None) -> tuple[str, str, str]:
         return (session.agent, session.session_id, sub.id if sub is not None else "")

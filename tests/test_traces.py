@@ -193,3 +193,87 @@ def test_no_exemplars_without_traces() -> None:
 
     app = app_for(FIXTURES / "claude-code" / "2.1.197" / "subagent-foreground" / "home")
     assert "trace_id" not in openmetrics(app.registry).decode()
+
+
+CONTENT = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+)
+
+
+def captured_spans(home: Path, capture: bool) -> list[ReadableSpan]:
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    writer = SpanWriter(tracer(provider), ProjectLabel(), capture=capture)
+    state = State(observer=writer)
+    Engine([source_for(home)], state, Stats()).catch_up()
+    state.refresh(NOW, lambda pid: None)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def test_no_content_in_spans_unless_asked(scenario: Path) -> None:
+    for span in captured_spans(scenario / "home", capture=False):
+        assert not set(CONTENT) & set(span.attributes or {}), span.name
+
+
+def test_capture_content_puts_prompt_reply_and_tool_io_in_spans() -> None:
+    import json
+
+    from .conftest import FIXTURES
+
+    spans = captured_spans(FIXTURES / "claude-code" / "2.1.197" / "print-tool" / "home", True)
+    by_name = {s.name: s.attributes or {} for s in spans}
+    (prompt,) = json.loads(str(by_name["invoke_agent claude-code"]["gen_ai.input.messages"]))
+    assert prompt["role"] == "user" and "echo hi" in prompt["parts"][0]["content"]
+    assert "echo hi" in str(by_name["execute_tool Bash"]["gen_ai.tool.call.arguments"])
+    assert by_name["execute_tool Bash"]["gen_ai.tool.call.result"] == "hi"
+    replies = [s.attributes or {} for s in spans if s.name.startswith("chat")]
+    assert all("gen_ai.output.messages" in r for r in replies)
+
+
+def test_captured_secrets_are_redacted() -> None:
+    from exporter.events import SessionSeen, ToolCallEnded, ToolCallStarted, TurnStarted
+
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    state = State(observer=SpanWriter(tracer(provider), ProjectLabel(), capture=True))
+    a, s = "claude-code", "s1"
+    state.apply(a, SessionSeen(session_id=s, at=100.0, cwd="/w"))
+    state.apply(
+        a,
+        TurnStarted(
+            session_id=s,
+            at=100.0,
+            record_id="u1",
+            prompt="use key sk-ant-abcdefghijklmnopqrstu to deploy",
+        ),
+    )
+    state.apply(
+        a,
+        ToolCallStarted(
+            session_id=s,
+            at=101.0,
+            call_id="t1",
+            tool="Bash",
+            arguments={"command": "curl https://bob:hunter22@x.org"},
+        ),
+    )
+    state.apply(
+        a,
+        ToolCallEnded(
+            session_id=s,
+            at=102.0,
+            call_id="t1",
+            outcome="ok",
+            result="Authorization: Bearer abcdefghijk123",
+        ),
+    )
+    state.refresh(NOW, lambda pid: None)
+    provider.shutdown()
+    text = " ".join(str(span.attributes) for span in memory.get_finished_spans())
+    for secret in ("abcdefghijklmnopqrstu", "hunter22", "abcdefghijk123"):
+        assert secret not in text
+    assert text.count("[REDACTED]") == 3

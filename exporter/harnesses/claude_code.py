@@ -296,6 +296,7 @@ class JournalReader:
                     main=self.main,
                     requested_at=self.request[1],
                     finish_reason=reason if isinstance(reason, str) else None,
+                    text=text_of(message.get("content")) or None,
                 )
             )
         content = message.get("content")
@@ -344,6 +345,7 @@ class JournalReader:
                 call_id=call_id,
                 tool=tool,
                 subagent_id=self.subagent_id,
+                arguments=part.get("input"),
             )
         ]
         if tool in AGENT_TOOLS:
@@ -389,7 +391,12 @@ class JournalReader:
             return [TurnEnded(session_id=self.session_id, at=self.at, outcome="interrupted")]
         if is_prompt(record, text):
             return [
-                TurnStarted(session_id=self.session_id, at=self.at, record_id=_record_id(record)),
+                TurnStarted(
+                    session_id=self.session_id,
+                    at=self.at,
+                    record_id=_record_id(record),
+                    prompt=text,
+                ),
                 TitleSet(session_id=self.session_id, title=_title(text), source="prompt"),
             ]
         return []
@@ -408,7 +415,13 @@ class JournalReader:
         ):
             outcome = "rejected"
         events: list[Event] = [
-            ToolCallEnded(session_id=self.session_id, at=self.at, call_id=call_id, outcome=outcome)
+            ToolCallEnded(
+                session_id=self.session_id,
+                at=self.at,
+                call_id=call_id,
+                outcome=outcome,
+                result=text,
+            )
         ]
         if isinstance(result, dict) and isinstance(result.get("agentId"), str):
             events += self._agent_result(call_id, result, outcome)

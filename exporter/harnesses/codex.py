@@ -430,6 +430,7 @@ class RolloutReader:
                 call_id=call_id,
                 tool=name,
                 subagent_id=self.subagent_id,
+                arguments=payload.get("arguments") or payload.get("input") or payload.get("action"),
             )
         ]
         if name.endswith("spawn_agent"):
@@ -448,8 +449,16 @@ class RolloutReader:
         if call_id is None or self.role in ("review", "internal"):
             return []
         outcome = output_outcome(payload, self.exits.pop(call_id, None))
+        output = payload.get("output")
+        result = output if isinstance(output, str) else json.dumps(output) if output else None
         events: list[Event] = [
-            ToolCallEnded(session_id=self.session_id, at=self.at, call_id=call_id, outcome=outcome)
+            ToolCallEnded(
+                session_id=self.session_id,
+                at=self.at,
+                call_id=call_id,
+                outcome=outcome,
+                result=result,
+            )
         ]
         agent_id = _spawned(payload.get("output")) if call_id in self.spawns else None
         self.spawns.discard(call_id)
