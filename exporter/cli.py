@@ -18,6 +18,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from . import webconfig
 from .checkpoint import Checkpoint
 from .config import Config, parse
 from .engine import Engine, Source, Stats
@@ -148,6 +149,11 @@ def serve(config: Config) -> int:
     from .web import Server
 
     try:
+        web_config = webconfig.load(config.web_config) if config.web_config else None
+    except webconfig.WebConfigError as error:
+        log.error("--web.config.file: %s", error)
+        return 2
+    try:
         spans = Spans(config, os.environ, time.time()) if config.traces else None
     except ValueError as error:
         log.error("traces: %s", error)
@@ -162,14 +168,14 @@ def serve(config: Config) -> int:
         return landing_page(rows, config.telemetry_path, ready.is_set())
 
     try:
-        server = Server(
-            (config.host, config.port), app.registry, config.telemetry_path, page, ready
-        )
+        address = (config.host, config.port)
+        server = Server(address, app.registry, config.telemetry_path, page, ready, web_config)
     except OSError as error:
         log.error("cannot listen on %s:%d: %s", config.host, config.port, error)
         return 1
     server.start()
-    log.info("listening on http://%s:%d%s", config.host, config.port, config.telemetry_path)
+    scheme = "https" if web_config is not None and web_config.tls is not None else "http"
+    log.info("listening on %s://%s:%d%s", scheme, config.host, config.port, config.telemetry_path)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)
@@ -255,3 +261,4 @@ def _logging(config: Config) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s"))
     level = {"warn": "WARNING"}.get(config.log_level, config.log_level.upper())
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.getLogger("watchdog").setLevel(max(logging.INFO, logging.getLogger().level))

@@ -45,6 +45,7 @@ class Config:
     state_dir: Path | None = None
     since: float = float("inf")
     capture: bool = False
+    web_config: Path | None = None
     output: Path | None = None
 
 
@@ -94,6 +95,13 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="HOST:PORT",
     )
     add("--web.telemetry-path", DEFAULT_TELEMETRY_PATH, "Path of the metrics.", type=telemetry_path)
+    add(
+        "--web.config.file",
+        "",
+        "TLS and basic auth, in the format of Prometheus' "
+        "exporter-toolkit web config (see the README).",
+        metavar="FILE",
+    )
     for name, harness in HARNESSES.items():
         flag = f"--harness.{name}"
         env = env_name(flag)
@@ -259,5 +267,6 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         state_dir=Path(values["state.dir"]).expanduser(),
         since=values.get("since", float("inf")),
         capture=values["traces.capture_content"],
+        web_config=Path(values["web.config.file"]) if values["web.config.file"] else None,
         output=values.get("output"),
     )

@@ -17,6 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from .webconfig import WebConfig
+
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -28,12 +30,18 @@ class Server(ThreadingHTTPServer):
         telemetry_path: str,
         page: Callable[[], str],
         ready: threading.Event,
+        web_config: WebConfig | None = None,
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
         self.page, self.ready = page, ready
+        self.web_config = web_config or WebConfig()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+        if self.web_config.tls is not None:  # the handshake runs in the request's own thread
+            self.socket = self.web_config.tls.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
@@ -46,6 +54,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
+        if not self.server.web_config.allows(self.headers.get("Authorization")):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="coding-agent-exporter"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         path = self.path.split("?", 1)[0]
         if path == self.server.telemetry_path:
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))

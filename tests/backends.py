@@ -67,7 +67,7 @@ def binary(name: str, package: str) -> str:
 
 @contextmanager
 def run_exporter(
-    home: Path, workdir: Path, *argv: str, codex_home: Path | None = None
+    home: Path, workdir: Path, *argv: str, codex_home: Path | None = None, ready: bool = True
 ) -> Iterator[str]:
     """`coding-agent-exporter serve` over `home` (and `codex_home`, else an empty folder, so the
     machine's own ~/.codex is never read); asserts that it shuts down cleanly."""
@@ -95,7 +95,8 @@ def run_exporter(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for("exporter ready", lambda: get(url + "/-/ready")[0] == 200)
+        if ready:  # over plain HTTP; a TLS-only exporter is waited for by its test
+            wait_for("exporter ready", lambda: get(url + "/-/ready")[0] == 200)
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
