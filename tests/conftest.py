@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NOW = 2_000_000_000.0  # long after every recording: sessions without a process are over
+AGENT_HOMES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "OPENCODE_DB", "VIBE_HOME")
 
 
 def scenarios(agent: str = "claude-code") -> list[Path]:
@@ -47,6 +49,10 @@ def scenario_id(path: Path) -> str:
 
 def agent_home(home: Path) -> Path:
     """A fixture's `home` is the user's home for Codex (`home/.codex`), the agent's for Claude."""
+    if agent_of(home) == "gemini-cli":
+        return home / ".gemini"
+    if agent_of(home) == "opencode":
+        return home / ".local" / "share" / "opencode"  # its data folder
     return home / ".codex" if agent_of(home) == "codex" else home
 
 
@@ -87,5 +93,10 @@ def scenario(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture(autouse=True)
 def _own_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test (and every exporter it starts) keeps its state in its own folder."""
+    """Every test (and every exporter it starts) keeps its state in its own folder and sees an
+    empty home: the machine's own agent folders and OTel settings never leak into a test."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in list(os.environ):
+        if name.startswith(("OTEL_", "CODING_AGENT_EXPORTER_")) or name in AGENT_HOMES:
+            monkeypatch.delenv(name)

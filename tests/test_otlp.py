@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from .backends import free_port, get, wait_for
+from exporter.cli import main
+
+from .backends import free_port, get, run_exporter, wait_for
 from .conftest import FIXTURES
 from .otlp_sink import GrpcSink, HttpSink, Sink
 
 SCENARIO = FIXTURES / "claude-code" / "2.1.197" / "subagent-foreground"
+SCENARIO_SESSION = next(SCENARIO.glob("home/projects/*/*.jsonl")).stem
+(LATER,) = (FIXTURES / "claude-code" / "2.1.197" / "print-answer" / "home").glob(
+    "projects/*/*.jsonl"
+)
 
 
 @pytest.fixture(params=["http/protobuf", "grpc"])
@@ -27,49 +33,40 @@ def sink(request: pytest.FixtureRequest) -> Iterator[tuple[str, Sink]]:
     receiver.close()
 
 
-def serve(home: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporter",
-                "serve",
-                "--claude.home",
-                str(home),
-                "--web.listen-address",
-                f"127.0.0.1:{port}",
-                "--traces.backfill",
-                "all",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    process.port = port  # type: ignore[attr-defined]
-    return process
-
-
-def test_serve_sends_the_turn_tree_over_otlp(sink: tuple[str, Sink], tmp_path: Path) -> None:
-    protocol, receiver = sink
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
     home = tmp_path / "claude"
     shutil.copytree(SCENARIO / "home", home)
-    env = {
-        **os.environ,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
-        "OTEL_SERVICE_NAME": "cae-test",
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-    }
-    process = serve(home, env, tmp_path / "exporter.log")
-    try:
+    return home
+
+
+def write_later_turn(home: Path) -> None:
+    """Another session, its timestamps moved to now, as if its turn had just happened."""
+    lines = LATER.read_text().splitlines()
+    stamps = [json.loads(x).get("timestamp") for x in lines]
+    shift = time.time() - min(datetime.fromisoformat(t).timestamp() for t in stamps if t)
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("timestamp"):
+            moved = datetime.fromisoformat(record["timestamp"]).timestamp() + shift
+            record["timestamp"] = datetime.fromtimestamp(moved, UTC).isoformat()
+        out.append(json.dumps(record))
+    journal = home / "projects" / LATER.parent.name / LATER.name
+    journal.write_text("\n".join(out) + "\n")
+
+
+def test_serve_sends_the_turn_tree_over_otlp(
+    sink: tuple[str, Sink], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    protocol, receiver = sink
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "cae-test")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    with run_exporter(home, tmp_path, "--traces.backfill", "all") as url:
         wait_for("spans", lambda: len(receiver.spans) >= 8)
-        url = f"http://127.0.0.1:{process.port}/metrics"  # type: ignore[attr-defined]
-        wait_for("span counter", lambda: "spans_exported_total 8.0" in get(url)[1])
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=10) == 0, (tmp_path / "exporter.log").read_text()
+        wait_for("counter", lambda: "spans_exported_total 8.0" in get(url + "/metrics")[1])
     assert len(receiver.spans) == 8  # the golden tree of this scenario, each span once
     spans = {s.name: s for s in receiver.spans}
     assert {s.service for s in receiver.spans} == {"cae-test"}
@@ -85,179 +82,71 @@ def test_serve_sends_the_turn_tree_over_otlp(sink: tuple[str, Sink], tmp_path: P
     assert root.start < agent_tool.start < agent_tool.end <= root.end
 
 
-SCENARIO_SESSION = next(SCENARIO.glob("home/projects/*/*.jsonl")).stem
-
-
-def test_no_history_is_sent_by_default(tmp_path: Path) -> None:
+def test_no_history_is_sent_by_default(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     receiver = HttpSink()
     try:
-        home = tmp_path / "claude"
-        shutil.copytree(SCENARIO / "home", home)
-        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
-        port = free_port()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporter",
-                "serve",
-                "--claude.home",
-                str(home),
-                "--web.listen-address",
-                f"127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        wait_for("ready", lambda: get(f"http://127.0.0.1:{port}/-/ready")[0] == 200)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=10) == 0
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        with run_exporter(home, tmp_path):
+            pass
         assert receiver.spans == []
     finally:
         receiver.close()
 
 
-def run_once(home: Path, env: dict[str, str], log: Path, *argv: str) -> None:
-    """Start `serve`, let it catch up and send, stop it cleanly."""
-    port = free_port()
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporter",
-                "serve",
-                "--claude.home",
-                str(home),
-                "--web.listen-address",
-                f"127.0.0.1:{port}",
-                *argv,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        wait_for("ready", lambda: get(f"http://127.0.0.1:{port}/-/ready")[0] == 200)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0, log.read_text()
-
-
-def test_a_restart_sends_no_turn_twice_and_misses_none(tmp_path: Path) -> None:
+def test_a_restart_sends_no_turn_twice_and_misses_none(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     receiver = HttpSink()
     try:
-        home = tmp_path / "claude"
-        shutil.copytree(SCENARIO / "home", home)
-        env = {
-            **os.environ,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-            "CODING_AGENT_EXPORTER_STATE_DIR": str(tmp_path / "state"),
-        }
-        log = tmp_path / "exporter.log"
-        run_once(home, env, log, "--traces.backfill", "all")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("CODING_AGENT_EXPORTER_STATE_DIR", str(tmp_path / "state"))
+        with run_exporter(home, tmp_path, "--traces.backfill", "all"):
+            pass
         first = sorted((s.trace_id, s.span_id) for s in receiver.spans)
         assert len(first) == 8
         assert (tmp_path / "state" / "traces-sent.json").exists()
-        run_once(home, env, log)  # same files, same state folder: nothing new
+        with run_exporter(home, tmp_path):  # same files, same state folder: nothing new
+            pass
         assert sorted((s.trace_id, s.span_id) for s in receiver.spans) == first
-        # a turn written while the exporter was down is sent by the next start
-        (later,) = (FIXTURES / "claude-code" / "2.1.197" / "print-answer" / "home").glob(
-            "projects/*/*.jsonl"
-        )
-        shutil.copy(later, home / "projects" / later.parent.name / later.name)
-        os.utime(home / "projects" / later.parent.name / later.name)
-        _shift_into_the_future(home / "projects" / later.parent.name / later.name)
-        run_once(home, env, log)
+        write_later_turn(home)  # written while the exporter was down: sent by the next start
+        with run_exporter(home, tmp_path):
+            pass
         names = [s.name for s in receiver.spans[len(first) :]]
         assert sorted(names) == ["chat claude-opus-4-8", "invoke_agent claude-code"]
     finally:
         receiver.close()
 
 
-def _shift_into_the_future(journal: Path) -> None:
-    """Move the recorded timestamps to now, as if the turn had just happened."""
-    import json
-    import time
-    from datetime import UTC, datetime
-
-    lines = journal.read_text().splitlines()
-    stamps = [json.loads(x).get("timestamp") for x in lines]
-    first = min(datetime.fromisoformat(t).timestamp() for t in stamps if t)
-    shift = time.time() - first
-    out = []
-    for line in lines:
-        record = json.loads(line)
-        if record.get("timestamp"):
-            moved = datetime.fromisoformat(record["timestamp"]).timestamp() + shift
-            record["timestamp"] = datetime.fromtimestamp(moved, UTC).isoformat()
-        out.append(json.dumps(record))
-    journal.write_text("\n".join(out) + "\n")
-
-
-def test_an_endpoint_outage_costs_spans_not_the_exporter(tmp_path: Path) -> None:
+def test_an_endpoint_outage_costs_spans_not_the_exporter(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Endpoint down at start: the exporter serves, drops what overflows its queue and
     counts it, counts what failed; when the endpoint is back, new turns arrive."""
-    home = tmp_path / "claude"
-    shutil.copytree(SCENARIO / "home", home)
-    sink_port, port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
-        "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
-        "OTEL_BSP_MAX_QUEUE_SIZE": "3",
-        "OTEL_BSP_SCHEDULE_DELAY": "3000",
-    }
-    log = tmp_path / "exporter.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporter",
-                "serve",
-                "--claude.home",
-                str(home),
-                "--web.listen-address",
-                f"127.0.0.1:{port}",
-                "--traces.backfill",
-                "all",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    metrics = f"http://127.0.0.1:{port}/metrics"
+    sink_port = free_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{sink_port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "3")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "3000")
     receiver: HttpSink | None = None
     try:
-        wait_for("ready", lambda: get(f"http://127.0.0.1:{port}/-/ready")[0] == 200)
-        assert "coding_agent_exporter_spans_dropped_total 5.0" in get(metrics)[1]
-        wait_for("failed batch", lambda: "span_export_errors_total 3.0" in get(metrics)[1])
-        receiver = HttpSink(sink_port)  # the endpoint comes back
-        (later,) = (FIXTURES / "claude-code" / "2.1.197" / "print-answer" / "home").glob(
-            "projects/*/*.jsonl"
-        )
-        journal = home / "projects" / later.parent.name / later.name
-        shutil.copy(later, journal)
-        _shift_into_the_future(journal)
-        wait_for("new turn delivered", lambda: len(receiver.spans) == 2)
-        assert "coding_agent_exporter_spans_exported_total 2.0" in get(metrics)[1]
+        with run_exporter(home, tmp_path, "--traces.backfill", "all") as url:
+            metrics = url + "/metrics"
+            assert "coding_agent_exporter_spans_dropped_total 5.0" in get(metrics)[1]
+            wait_for("failed batch", lambda: "span_export_errors_total 3.0" in get(metrics)[1])
+            receiver = HttpSink(sink_port)  # the endpoint comes back
+            write_later_turn(home)
+            wait_for("new turn delivered", lambda: len(receiver.spans) == 2)
+            assert "coding_agent_exporter_spans_exported_total 2.0" in get(metrics)[1]
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, log.read_text()
         if receiver is not None:
             receiver.close()
 
 
 def test_traces_command_writes_otlp_json(tmp_path: Path) -> None:
-    from exporter.cli import main
-
     out = tmp_path / "spans.jsonl"
-    home = str(SCENARIO / "home")
-    assert main(["traces", "--claude.home", home, "--output", str(out)]) == 0
-    import json
-
+    assert main(["traces", "--claude.home", str(SCENARIO / "home"), "--output", str(out)]) == 0
     requests = [json.loads(line) for line in out.read_text().splitlines()]
     spans = [
         span
@@ -272,19 +161,12 @@ def test_traces_command_writes_otlp_json(tmp_path: Path) -> None:
     assert {s["traceId"] for s in spans} == {root["traceId"]}
 
 
-def test_traces_command_needs_an_endpoint_or_a_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from exporter.cli import main
-
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+def test_traces_command_needs_an_endpoint_or_a_file() -> None:
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in os.environ
     assert main(["traces", "--claude.home", str(SCENARIO / "home")]) == 2
 
 
-def test_traces_command_sends_history_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from exporter.cli import main
-
+def test_traces_command_sends_history_once(monkeypatch: pytest.MonkeyPatch) -> None:
     receiver = HttpSink()
     try:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
