@@ -4,8 +4,11 @@ Each enabled harness has a home folder. `catch_up()` walks the harness's `watch_
 that, `changed(paths)` is called with what the watcher reported, so nothing is polled. A JSONL
 file is read from its last offset (`tail.JsonlTail`), a compressed one read whole when it changed
 (`tail.ZstdJsonl`; skipped while its uncompressed twin exists: the plain file wins), a JSON
-document re-read when it changed (`tail.JsonDoc`). A harness may name a single file among its
-`watch_dirs` (an index at the home's top). A bad line, an unreadable file or a reader that
+document re-read when it changed (`tail.JsonDoc`), a SQLite database's followed table queried
+for new rows when the database or its `-wal` changed (`tail.SqliteTail`; a change reported for
+the `-wal` or `-journal` is a change of the database). A harness may name a single file among
+its `watch_dirs` (an index at the home's top). A locked database costs nothing: it is counted
+(`locked`) and read again at its next change. A bad line, an unreadable file or a reader that
 raises costs that record or that file: it is counted in `Stats` and logged once per file and
 reason, and reading goes on.
 """
@@ -21,12 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .events import Event
-from .harnesses import FileReader, Harness
+from .harnesses import FileReader, Harness, TableReader
 from .holders import HeldSessions
 from .state import State
-from .tail import JsonDoc, JsonlTail, ZstdJsonl
+from .tail import JsonDoc, JsonlTail, SqliteTail, ZstdJsonl
 
 log = logging.getLogger(__name__)
+_COMPANIONS = ("-wal", "-journal")
+"""Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
 
 
 @dataclass(slots=True)
@@ -56,7 +61,7 @@ class _File:
     source: Source
     rel: PurePosixPath
     reader: FileReader
-    tail: JsonlTail | ZstdJsonl | JsonDoc
+    tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail
 
 
 class Engine:
@@ -88,10 +93,11 @@ class Engine:
     def changed(self, paths: Iterable[Path]) -> None:
         """Handle what the watcher reported: files read again, folders scanned for new files."""
         touched: dict[int, tuple[Source, list[Path]]] = {}
-        for path in paths:
-            source = self._source_of(path)
+        for reported in paths:
+            source = self._source_of(reported)
             if source is None:
                 continue
+            path = _database_of(reported, source)
             if path in self._files or not path.is_dir():
                 self._read(path, source)
                 touched.setdefault(id(source), (source, []))[1].append(path)
@@ -153,6 +159,8 @@ class Engine:
                 return
         if isinstance(entry.tail, JsonlTail | ZstdJsonl):
             self._read_lines(path, entry, entry.tail)
+        elif isinstance(entry.tail, SqliteTail):
+            self._read_rows(path, entry, entry.tail)
         else:
             self._read_doc(path, entry, entry.tail)
 
@@ -161,10 +169,15 @@ class Engine:
         kind = source.harness.match(rel)
         if kind is None or (kind == "zstd" and path.with_suffix("").exists()):
             return None
-        tail: JsonlTail | ZstdJsonl | JsonDoc = JsonDoc(path)
-        if kind != "doc":
+        reader = source.harness.reader(rel)
+        tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(path)
+        if kind == "sqlite":
+            if not isinstance(reader, TableReader):
+                return None
+            tail = SqliteTail(path, reader.log)
+        elif kind != "doc":
             tail = JsonlTail(path) if kind == "jsonl" else ZstdJsonl(path)
-        entry = _File(source, rel, source.harness.reader(rel), tail)
+        entry = _File(source, rel, reader, tail)
         self._files[path] = entry
         self.stats.files[source.harness.name] += 1
         return entry
@@ -194,6 +207,32 @@ class Engine:
                 continue
             self._feed(path, entry, record, f"line {line.number}")
 
+    def _read_rows(self, path: Path, entry: _File, tail: SqliteTail) -> None:
+        agent = entry.source.harness.name
+        result = tail.read()
+        self.stats.bytes_read[agent] += result.bytes_read
+        if result.locked:
+            self.stats.parse_errors[(agent, "locked")] += 1
+            return
+        if result.error is not None:
+            if isinstance(result.error, FileNotFoundError):
+                self._forget(path, entry)
+            else:
+                self.stats.parse_errors[(agent, "read_error")] += 1
+                self._once(path, "read_error", agent, result.error)
+            return
+        if result.reset:
+            entry.reader = entry.source.harness.reader(entry.rel)
+        for row in result.rows:
+            try:
+                for column in tail.log.json:
+                    row[column] = json.loads(str(row[column]))
+            except ValueError as error:
+                self.stats.parse_errors[(agent, "invalid_json")] += 1
+                self._once(path, "invalid_json", agent, f"row {row.get(tail.log.seq)}: {error}")
+                continue
+            self._feed(path, entry, row, f"{tail.log.table} row")
+
     def _read_doc(self, path: Path, entry: _File, doc: JsonDoc) -> None:
         agent = entry.source.harness.name
         result = doc.read()
@@ -220,10 +259,10 @@ class Engine:
             self._once(path, "reader_error", agent, f"{where}: {error!r}")
             return
         held = entry.source.held
-        if held is not None and events and path not in held.sessions:
+        if held is not None and events:
             session_id = getattr(events[0], "session_id", None)
             if isinstance(session_id, str):
-                held.note(path, session_id)
+                held.note(path, session_id, shared=isinstance(entry.tail, SqliteTail))
         self._apply(entry.source, events)
 
     def _apply(self, source: Source, events: list[Event]) -> None:
@@ -240,6 +279,16 @@ class Engine:
             return
         self._logged.add((path, reason))
         log.warning("%s: %s: %s (%s; reported once per file)", agent, path, detail, reason)
+
+
+def _database_of(path: Path, source: Source) -> Path:
+    """A SQLite companion file (`x.db-wal`) stands for its database when the harness reads it."""
+    for suffix in _COMPANIONS:
+        if path.name.endswith(suffix):
+            database = path.with_name(path.name.removesuffix(suffix))
+            if source.harness.match(_rel(database, source)) == "sqlite":
+                return database
+    return path
 
 
 def _rel(path: Path, source: Source) -> PurePosixPath:

@@ -50,10 +50,16 @@ def _mentions(info: dict[str, object], words: tuple[str, ...]) -> bool:
     return any(word in name for word in words for name in names)
 
 
+SHARED_RECENT = 16
+"""Sessions of one shared file (a database of all sessions) that a holder can make live: the
+ones with the latest records."""
+
+
 class HeldSessions:
     """Live-index entries made from open files, for one agent that writes no live index.
 
-    The engine notes which session each file belongs to (from the events its reader emits) and
+    The engine notes which session each file belongs to (from the events its reader emits: the
+    first session for a journal, the `SHARED_RECENT` latest ones for a shared database) and
     calls `probe` with the files that just changed; each holding process becomes an entry
     (`derived`: its state comes from the session's turns), an entry whose file is no longer
     held is removed. A holder that exits is noticed at the next scrape (its pid is gone).
@@ -65,11 +71,19 @@ class HeldSessions:
         find: Callable[[Collection[Path], Iterable[str]], dict[Path, list[Holder]]] = holders,
     ) -> None:
         self.names, self.find = names, find
-        self.sessions: dict[Path, str] = {}
+        self.sessions: dict[Path, dict[str, None]] = {}  # path → its sessions, latest last
         self._entries: dict[Path, set[str]] = {}
 
-    def note(self, path: Path, session_id: str) -> None:
-        self.sessions.setdefault(path, session_id)
+    def note(self, path: Path, session_id: str, *, shared: bool = False) -> None:
+        known = self.sessions.setdefault(path, {})
+        if not shared:  # a journal belongs to its first session
+            if not known:
+                known[session_id] = None
+            return
+        known.pop(session_id, None)
+        known[session_id] = None
+        if len(known) > SHARED_RECENT:
+            del known[next(iter(known))]
 
     def probe(self, paths: Iterable[Path]) -> list[Event]:
         wanted = [p for p in paths if p in self.sessions]
@@ -78,11 +92,14 @@ class HeldSessions:
         found = self.find(wanted, self.names)
         events: list[Event] = []
         for path in wanted:
-            session_id = self.sessions[path]
-            now = {f"held:{pid}:{session_id}": (pid, start) for pid, start in found.get(path, [])}
+            now = {
+                f"held:{pid}:{session_id}": (pid, start, session_id)
+                for session_id in self.sessions[path]
+                for pid, start in found.get(path, [])
+            }
             for gone in self._entries.get(path, set()) - set(now):
                 events.append(LiveIndexRemoved(source=gone))
-            for source, (pid, start) in now.items():
+            for source, (pid, start, session_id) in now.items():
                 events.append(
                     LiveIndexRead(
                         pid=pid,

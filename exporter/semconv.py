@@ -45,4 +45,9 @@ SUBAGENT_BACKGROUND = "coding_agent.subagent.background"
 SUBAGENT_OUTCOME = "coding_agent.subagent.outcome"
 WAIT_REASON = "coding_agent.wait.reason"
 
-PROVIDERS = {"claude-code": "anthropic", "codex": "openai", "vibe": "mistral_ai"}
+PROVIDERS = {
+    "claude-code": "anthropic",
+    "codex": "openai",
+    "gemini-cli": "gcp.gemini",
+    "vibe": "mistral_ai",
+}

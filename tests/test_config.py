@@ -10,6 +10,7 @@ import pytest
 
 from exporter.cli import main
 from exporter.config import env_name, parse
+from exporter.harnesses import HARNESSES
 
 from .conftest import FIXTURES
 
@@ -21,10 +22,9 @@ def test_defaults() -> None:
     config = parse([], HOME)
     assert (config.command, config.host, config.port) == ("serve", "127.0.0.1", 10464)
     assert config.telemetry_path == "/metrics"
-    assert config.homes == {
-        "claude-code": Path("/home/user/.claude"),
-        "codex": Path("/home/user/.codex"),
-    }
+    assert config.homes["claude-code"] == Path("/home/user/.claude")
+    assert config.homes["codex"] == Path("/home/user/.codex")
+    assert config.homes["opencode"] == Path("/home/user/.local/share/opencode")
 
 
 def test_every_flag_has_an_env_var_and_the_flag_wins() -> None:
@@ -59,7 +59,7 @@ def test_codex_home_is_codex_home_env_or_dot_codex() -> None:
 
 def test_harness_can_be_switched_off_by_flag_or_env() -> None:
     with pytest.raises(SystemExit):
-        parse(["--no-harness.claude-code", "--no-harness.codex"], HOME)  # nothing left to read
+        parse([f"--no-harness.{name}" for name in HARNESSES], HOME)  # nothing left to read
     with pytest.raises(SystemExit):
         parse([], {**HOME, "CODING_AGENT_EXPORTER_HARNESS_CLAUDE_CODE": "maybe"})
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from .base import FileKind, FileReader, Harness
+from .base import FileKind, FileReader, Harness, TableLog, TableReader
 from .claude_code import ClaudeCode
 from .codex import Codex
+from .gemini_cli import GeminiCli
+from .opencode import OpenCode
 
 HARNESSES: dict[str, type[Harness]] = {
     ClaudeCode.name: ClaudeCode,
     Codex.name: Codex,
+    GeminiCli.name: GeminiCli,
+    OpenCode.name: OpenCode,
 }
 
-__all__ = ["HARNESSES", "FileKind", "FileReader", "Harness"]
+__all__ = ["HARNESSES", "FileKind", "FileReader", "Harness", "TableLog", "TableReader"]

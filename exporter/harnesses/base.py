@@ -3,7 +3,8 @@
 A harness knows one agent's file layout and record format, nothing else: no I/O, no clock, no
 metrics. The engine finds files under the agent's home, asks `match` what each one is, keeps one
 `FileReader` per file, and feeds it parsed records (one JSON value per JSONL line, compressed or
-not, or the whole document of a JSON file, `None` once that document is gone). Readers return
+not, the whole document of a JSON file, `None` once that document is gone, or one new row of a
+SQLite database's append-only table as a dict of its columns). Readers return
 normalized events; records they do not understand are ignored, never errors: formats change
 under us.
 """
@@ -11,17 +12,44 @@ under us.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from ..events import Event
 
-FileKind = Literal["jsonl", "zstd", "doc"]
-"""An appended JSONL file, a zstd-compressed JSONL file (read whole), a whole JSON document."""
+FileKind = Literal["jsonl", "zstd", "doc", "sqlite"]
+"""An appended JSONL file, a zstd-compressed JSONL file (read whole), a whole JSON document, a
+SQLite database (its reader says which table to follow: `TableReader`)."""
 
 
 class FileReader(Protocol):
     def feed(self, record: object) -> list[Event]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TableLog:
+    """An append-only table of a SQLite database, followed by (`group`, `seq`): each group's
+    rows are numbered 0, 1, 2, ... in the order they were written.
+
+    `heads` names a table holding the last `seq` of each group (`table`, `group`, `seq` columns),
+    so finding what is new costs one row per group, not one per event. `json` lists the
+    columns holding JSON text: they are parsed before the row reaches the reader.
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    group: str
+    seq: str
+    heads: tuple[str, str, str] | None = None
+    json: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class TableReader(FileReader, Protocol):
+    """The reader of a "sqlite" file: fed the new rows of `log`, oldest first."""
+
+    log: TableLog
 
 
 class Harness(Protocol):
