@@ -77,11 +77,13 @@ class Engine:
         return [s.home / d for s in self.sources for d in s.harness.watch_dirs]
 
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Read every file once, oldest first (so a fork's copies count for the original)."""
+        """Read every file once, in an order that depends on the paths alone (shallow ones
+        first, then by name), never on modification times, which a copy or a checkout reshuffles:
+        the same files always give the same counts, sessions and spans."""
         found: list[tuple[float, Path, Source]] = []
         for source in self.sources:
             found += self._scan(source)
-        found.sort(key=lambda item: item[0])
+        found.sort(key=lambda item: (len(item[1].parts), str(item[1])))
         for done, (_, path, source) in enumerate(found, 1):
             self._read(path, source)
             if progress is not None:
