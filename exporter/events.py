@@ -205,6 +205,8 @@ class LiveIndexRead:
     parked_job_id: str | None = None
     source: str = ""  # the index file it came from
     derived: bool = False  # the agent writes no status: running while a turn is open, else idle
+    opened_after_start: bool = False  # `started_at` is when the session was opened, not when
+    # its process started: only a process started after it is a recycled pid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,6 +36,8 @@ def alive(entry: LiveIndexRead, probe: Probe) -> bool:
         return False
     if entry.started_at is None:
         return True
+    if entry.opened_after_start:
+        return started <= entry.started_at + PID_REUSE_TOLERANCE
     return abs(started - entry.started_at) <= PID_REUSE_TOLERANCE
 
 

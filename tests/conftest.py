@@ -18,7 +18,15 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NOW = 2_000_000_000.0  # long after every recording: sessions without a process are over
-AGENT_HOMES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "OPENCODE_DB", "VIBE_HOME")
+AGENT_HOMES = (
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "GEMINI_CLI_HOME",
+    "OPENCODE_DB",
+    "PI_CODING_AGENT_DIR",
+    "GROK_HOME",
+    "VIBE_HOME",
+)
 
 
 def scenarios(agent: str = "claude-code") -> list[Path]:
@@ -51,6 +59,10 @@ def agent_home(home: Path) -> Path:
     """A fixture's `home` is the user's home for Codex (`home/.codex`), the agent's for Claude."""
     if agent_of(home) == "gemini-cli":
         return home / ".gemini"
+    if agent_of(home) == "pi":
+        return home / "agent"  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)
+    if agent_of(home) == "grok":
+        return home / ".grok"
     if agent_of(home) == "opencode":
         return home / ".local" / "share" / "opencode"  # its data folder
     return home / ".codex" if agent_of(home) == "codex" else home

@@ -240,3 +240,15 @@ def test_subagent_known_first_from_its_own_files_is_linked_later() -> None:
     state.apply(A, SubagentStarted(session_id=S, at=None, call_id="t1", subagent_id="a1"))
     (sub,) = state.sessions[(A, S)].unique_subagents()
     assert (sub.messages, sub.subagent_type) == (1, "Explore")
+
+
+def test_an_entry_opened_after_its_process_started_is_not_stale() -> None:
+    """Grok registers a session when it is opened (again on /resume), not at process start."""
+    state = State()
+    state.apply(A, entry(started_at=1000.0 + 600, opened_after_start=True))
+    state.refresh(3000.0, alive)  # the process started 10 minutes before: still the same one
+    assert set(state.live) == {(A, S)}
+    state = State()
+    state.apply(A, entry(started_at=1000.0 - 60, opened_after_start=True))
+    state.refresh(3000.0, alive)  # a process started after the session was opened: recycled pid
+    assert state.live == {}

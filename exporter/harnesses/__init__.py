@@ -6,13 +6,18 @@ from .base import FileKind, FileReader, Harness, TableLog, TableReader
 from .claude_code import ClaudeCode
 from .codex import Codex
 from .gemini_cli import GeminiCli
+from .grok import Grok
 from .opencode import OpenCode
+from .pi import OhMyPi, Pi
 
 HARNESSES: dict[str, type[Harness]] = {
     ClaudeCode.name: ClaudeCode,
     Codex.name: Codex,
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
+    Grok.name: Grok,
+    Pi.name: Pi,
+    OhMyPi.name: OhMyPi,
 }
 
 __all__ = ["HARNESSES", "FileKind", "FileReader", "Harness", "TableLog", "TableReader"]

@@ -1,0 +1,489 @@
+"""pi (`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`) and oh-my-pi (`~/.omp`): one transcript format.
+
+Files read (everything else is left alone: `auth.json`, `models.json`/`models.yml`, the SQLite
+stores, logs, presence files and terminal breadcrumbs):
+
+- pi: `sessions/--<cwd, '/' → '-'>--/<ISO time>_<uuidv7>.jsonl` below its agent folder.
+- oh-my-pi: `agent/sessions/<bucket>/<ISO time>_<uuidv7>.jsonl`, and its sub-agents in
+  `agent/sessions/<bucket>/<session basename>/<Name>.jsonl` (nested: `<Parent>.<Child>.jsonl`);
+  `agent/history.db`, its prompt history (table `history{id, prompt, created_at, cwd,
+  session_id}`), written by the TUI only: a session listed there is interactive, any other
+  headless, and a session killed before its transcript was first written is known from there
+  alone (its cwd and first prompt; its turn is not counted, a history row cannot be matched to a
+  transcript's prompt entry).
+
+A transcript is a list of entries forming a tree by `id`/`parentId` (every entry is counted,
+whichever branch it lies on): `session{id, timestamp, cwd}`, `model_change`, `message` whose
+`message.role` is `user`, `assistant{content, model, usage, stopReason, responseId}` or
+`toolResult{toolCallId, isError}`, `compaction`, `session_info{name}`, and oh-my-pi's
+`title_change`, `session_init{agent}` (sub-agents) and `custom` entries (`tool_execution_start`,
+`session_exit`). oh-my-pi's line 1 is a fixed-width `title` slot rewritten in place, which the
+tailer sees as a new file: the new reader replays what the file's earlier reader already reported
+silently (`Shared.fed`), so only the title is told again.
+
+Tokens are a 1:1 copy of the provider's usage (input = input, output = output, cache_read =
+cacheRead, cache_write = cacheWrite), one response per `responseId`. A user message starts a
+turn; `stop`/`length` end it completed, `error` failed (not a response: no `responseId`, zero
+usage), `aborted` interrupted; oh-my-pi's `session_exit` ends a turn still open interrupted.
+Neither agent records approvals or a live state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from ..events import (
+    Event,
+    Kind,
+    ModelFailed,
+    ModelResponded,
+    SessionSeen,
+    SubagentEnded,
+    SubagentOutcome,
+    SubagentStarted,
+    TitleSet,
+    TitleSource,
+    ToolCallEnded,
+    ToolCallStarted,
+    TurnEnded,
+    TurnOutcome,
+    TurnStarted,
+    Usage,
+)
+from .base import FileKind, FileReader, TableLog
+from .claude_code import timestamp
+
+_TRANSCRIPT = re.compile(r"^[^/]+_([0-9A-Za-z-]+)\.jsonl$")
+_FOLDER = re.compile(r"^[^/]+_([0-9A-Za-z-]+)$")
+_ENDS: dict[str, TurnOutcome] = {
+    "stop": "completed",
+    "length": "completed",
+    "error": "failed",
+    "aborted": "interrupted",
+}
+_FINISH = {"toolUse": "tool_calls"}
+_STATUS = re.compile(r"^(\d{3}) ")  # `errorMessage` of an HTTP error: `400 {…body…}`
+TITLE_MAX = 200
+HISTORY = "agent/history.db"
+PROMPTS = TableLog(
+    table="history",
+    columns=("id", "prompt", "created_at", "cwd", "session_id"),
+    group="session_id",
+    seq="id",
+)
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the files of one home tell each other: how many records of each file were already
+    reported (a re-read after a rewrite of line 1 repeats none), the sessions the TUI ran and the
+    lead sessions already seen."""
+
+    history: bool  # the agent keeps a prompt history (oh-my-pi): it tells the TUI's sessions
+    fed: dict[PurePosixPath, int] = field(default_factory=dict)
+    interactive: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+
+
+class _PiFamily:
+    """The reader both agents share; subclasses say where the transcripts lie."""
+
+    name: ClassVar[str]
+    home_flag: ClassVar[str]
+    sessions: ClassVar[tuple[str, ...]]  # the path of the sessions folder below the home
+    watch_dirs: ClassVar[tuple[str, ...]]
+    holder_names: ClassVar[tuple[str, ...]] = ()  # both append with one open() per entry
+    history: ClassVar[bool] = False
+    subagents: ClassVar[bool] = False  # `<session basename>/<Name>.jsonl`
+
+    def __init__(self) -> None:
+        self.shared = Shared(self.history)
+
+    def match(self, rel: PurePosixPath) -> FileKind | None:
+        if self.history and rel.as_posix() == HISTORY:
+            return "sqlite"
+        parts, depth = rel.parts, len(self.sessions)
+        if parts[:depth] != self.sessions or not parts[-1].endswith(".jsonl"):
+            return None
+        if len(parts) == depth + 2 and _TRANSCRIPT.match(parts[-1]):
+            return "jsonl"
+        if self.subagents and len(parts) == depth + 3 and _FOLDER.match(parts[-2]):
+            return "jsonl"
+        return None
+
+    def reader(self, rel: PurePosixPath) -> FileReader:
+        if rel.as_posix() == HISTORY:
+            return HistoryReader(self.shared)
+        folder = _FOLDER.match(rel.parts[-2])
+        if folder is None or len(rel.parts) != len(self.sessions) + 3:
+            return TranscriptReader(self.shared, rel)
+        return TranscriptReader(self.shared, rel, root=folder.group(1), subagent=rel.stem)
+
+
+class Pi(_PiFamily):
+    name: ClassVar[str] = "pi"
+    home_flag: ClassVar[str] = "pi.home"
+    sessions: ClassVar[tuple[str, ...]] = ("sessions",)
+    watch_dirs: ClassVar[tuple[str, ...]] = ("sessions",)
+
+    @staticmethod
+    def default_home(environ: Mapping[str, str]) -> Path:
+        configured = environ.get("PI_CODING_AGENT_DIR")  # pi's own: its agent folder
+        if configured:
+            return Path(configured)
+        return Path(environ.get("HOME", "~")).expanduser() / ".pi" / "agent"
+
+
+class OhMyPi(_PiFamily):
+    name: ClassVar[str] = "oh-my-pi"
+    home_flag: ClassVar[str] = "omp.home"
+    sessions: ClassVar[tuple[str, ...]] = ("agent", "sessions")
+    watch_dirs: ClassVar[tuple[str, ...]] = ("agent/sessions", HISTORY, f"{HISTORY}-wal")
+    history: ClassVar[bool] = True
+    subagents: ClassVar[bool] = True
+
+    @staticmethod
+    def default_home(environ: Mapping[str, str]) -> Path:
+        return Path(environ.get("HOME", "~")).expanduser() / ".omp"
+
+
+def usage_of(raw: Mapping[str, Any]) -> Usage:
+    """The provider's usage as pi copies it: already split like ours."""
+    return Usage(
+        input=_int(raw.get("input")),
+        output=_int(raw.get("output")),
+        cache_read=_int(raw.get("cacheRead")),
+        cache_write=_int(raw.get("cacheWrite")),
+        reasoning=_int(raw.get("reasoningTokens")),  # oh-my-pi, a part of output
+    )
+
+
+def text_of(content: object) -> str:
+    """The text blocks of a message's content (or the content itself when it is text)."""
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    return " ".join(t for t in texts if isinstance(t, str))
+
+
+def model_name(entry: Mapping[str, Any]) -> str | None:
+    """`model_change`: pi names `modelId`, oh-my-pi `provider/model`."""
+    model = _str(entry.get("modelId"))
+    if model is None and (named := _str(entry.get("model"))) is not None:
+        model = named.partition("/")[2] or named
+    return model
+
+
+def when(entry: Mapping[str, Any]) -> float | None:
+    """When an entry happened. The first entries are written together once the first reply
+    ended, so a message's own time (ms) beats its entry's; a reply's is when it started."""
+    message = entry.get("message")
+    message = message if isinstance(message, dict) else {}
+    if message.get("role") == "assistant":
+        return timestamp(message.get("completedAt")) or timestamp(entry.get("timestamp"))
+    return timestamp(message.get("timestamp")) or timestamp(entry.get("timestamp"))
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class TranscriptReader:
+    """One transcript: a lead session's, or an oh-my-pi sub-agent's (`root` = its session)."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        rel: PurePosixPath,
+        *,
+        root: str | None = None,
+        subagent: str | None = None,
+    ) -> None:
+        self.shared, self.rel = shared, rel
+        self.replay = shared.fed.get(rel, 0)  # records an earlier reader of this file reported
+        self.count = 0
+        self.session_id = root
+        self.subagent_id = subagent
+        self.title: tuple[str, TitleSource] | None = None  # line 1 comes before the header
+        self.at = 0.0
+        self.prompted = False
+        self.turn: str | None = None  # the open turn's record id
+        self.tasks: dict[str, list[str]] = {}  # task call id → the sub-agents it started
+
+    @property
+    def main(self) -> bool:
+        return self.subagent_id is None
+
+    def feed(self, record: object) -> list[Event]:
+        self.count += 1
+        self.shared.fed[self.rel] = max(self.count, self.replay)
+        if not isinstance(record, dict):
+            return []
+        if record.get("type") == "title":
+            return self._title(record)
+        events = self._entry(record)
+        if self.count <= self.replay:
+            events = []  # an earlier reader of this file told it: only the state is rebuilt
+        if record.get("type") == "session" and self.title is not None:
+            events += self._title({"title": self.title[0], "source": self.title[1]})  # line 1
+        return events
+
+    def _entry(self, entry: Mapping[str, Any]) -> list[Event]:
+        self.at = max(self.at, when(entry) or 0.0)
+        kind = entry.get("type")
+        if kind == "session":
+            return self._header(entry)
+        if self.session_id is None:
+            return []
+        if kind == "model_change":
+            model = model_name(entry)
+            if model is None or not self.main:
+                return []
+            return [SessionSeen(session_id=self.session_id, at=self.at, model=model)]
+        if kind == "title_change":
+            return self._title(entry)
+        if kind == "session_info" and (name := _str(entry.get("name"))) is not None:
+            return self._title({"title": name, "source": "user"})
+        if kind == "session_init" and not self.main:
+            return [self._started(_str(entry.get("agent")))]
+        if kind == "custom" and entry.get("customType") == "session_exit":
+            return self._ended("interrupted")
+        message = entry.get("message")
+        if kind != "message" or not isinstance(message, dict):
+            return []  # compaction, branch_summary, label, thinking_level_change, ...
+        role = message.get("role")
+        if role == "user":
+            return self._user(entry, message)
+        if role == "assistant":
+            return self._assistant(message)
+        if role == "toolResult":
+            return self._tool_result(message)
+        return []  # bashExecution (`!` commands), custom, branchSummary, compactionSummary
+
+    # -- the session ------------------------------------------------------------------------
+
+    def _header(self, header: Mapping[str, Any]) -> list[Event]:
+        own = _str(header.get("id"))
+        if own is None:
+            return []
+        cwd = _str(header.get("cwd"))
+        if self.main:
+            self.session_id = own
+            self.shared.seen.add(own)
+            kind: Kind | None = None  # pi has no prompt history: its files do not say
+            if self.shared.history:
+                kind = "interactive" if own in self.shared.interactive else "headless"
+            return [SessionSeen(session_id=own, at=self.at, cwd=cwd, kind=kind)]
+        assert self.session_id is not None
+        return [
+            SessionSeen(session_id=self.session_id, at=self.at, cwd=cwd, main=False),
+            self._started(None),
+        ]
+
+    def _title(self, entry: Mapping[str, Any]) -> list[Event]:
+        title = _str(entry.get("title"))
+        if title is None or not self.main:
+            return []
+        source: TitleSource = "user" if entry.get("source") == "user" else "harness"
+        self.title = (" ".join(title.split())[:TITLE_MAX], source)
+        if self.session_id is None:
+            return []
+        return [TitleSet(session_id=self.session_id, title=self.title[0], source=source)]
+
+    def _started(self, kind: str | None) -> SubagentStarted:
+        assert self.session_id is not None and self.subagent_id is not None
+        parent, dot, _ = self.subagent_id.rpartition(".")
+        return SubagentStarted(
+            session_id=self.session_id,
+            at=self.at,
+            subagent_id=self.subagent_id,
+            subagent_type=kind,
+            parent_id=parent if dot else None,
+        )
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def _user(self, entry: Mapping[str, Any], message: Mapping[str, Any]) -> list[Event]:
+        record_id = _str(entry.get("id"))
+        text = text_of(message.get("content"))
+        if not self.main or record_id is None or self.session_id is None:
+            return []  # a sub-agent's assignment is not a turn of its own
+        events = self._ended("interrupted")
+        self.turn = f"{self.session_id}:{record_id}"  # entry ids are 8 hex digits
+        events.append(
+            TurnStarted(session_id=self.session_id, at=self.at, record_id=self.turn, prompt=text)
+        )
+        if not self.prompted and text.strip():
+            self.prompted = True
+            title = " ".join(text.split())[:TITLE_MAX]
+            events.append(TitleSet(session_id=self.session_id, title=title, source="prompt"))
+        return events
+
+    def _ended(self, outcome: TurnOutcome) -> list[Event]:
+        if self.turn is None or self.session_id is None:
+            return []
+        self.turn = None
+        return [TurnEnded(session_id=self.session_id, at=self.at, outcome=outcome)]
+
+    # -- responses and tools ----------------------------------------------------------------
+
+    def _assistant(self, message: Mapping[str, Any]) -> list[Event]:
+        assert self.session_id is not None
+        started = timestamp(message.get("timestamp"))  # the entry's own time: when it ended
+        requested = started if started is not None and started <= self.at else None
+        stop = str(message.get("stopReason") or "")
+        model = _str(message.get("model")) or "unknown"
+        content = message.get("content")
+        events: list[Event] = []
+        response, usage = _str(message.get("responseId")), message.get("usage")
+        if stop == "error":
+            status = _STATUS.match(str(message.get("errorMessage") or ""))
+            events.append(
+                ModelFailed(
+                    session_id=self.session_id,
+                    at=self.at,
+                    error=status.group(1) if status else "api_error",  # `400 {…}`: not the body
+                    model=model,
+                    subagent_id=self.subagent_id,
+                    requested_at=requested,
+                )
+            )
+        elif response is not None:
+            events.append(
+                ModelResponded(
+                    session_id=self.session_id,
+                    at=self.at,
+                    message_id=response,
+                    model=model,
+                    usage=usage_of(usage) if isinstance(usage, dict) else Usage(),
+                    subagent_id=self.subagent_id,
+                    main=self.main,
+                    requested_at=requested,
+                    finish_reason=_FINISH.get(stop, stop or None),
+                    text=text_of(content) or None,
+                )
+            )
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "toolCall":
+                events += self._tool_call(block)
+        outcome = _ENDS.get(stop)
+        if outcome is not None and self.main:
+            events += self._ended(outcome)
+        if stop in ("error", "aborted") and not self.main:
+            ended: SubagentOutcome = "failed" if stop == "error" else "cancelled"
+            events.append(self._subagent_ended(self.subagent_id, ended))
+        return events
+
+    def _tool_call(self, block: Mapping[str, Any]) -> list[Event]:
+        call_id = _str(block.get("id"))
+        if call_id is None or self.session_id is None:
+            return []
+        name, args = _str(block.get("name")) or "unknown", block.get("arguments")
+        events: list[Event] = [
+            ToolCallStarted(
+                session_id=self.session_id,
+                at=self.at,
+                call_id=call_id,
+                tool=name,
+                subagent_id=self.subagent_id,
+                arguments=args,
+            )
+        ]
+        if name == "task" and isinstance(args, dict):
+            tasks = args.get("tasks")
+            named = [t for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else [args]
+            launched = [(n, _str(t.get("agent"))) for t in named if (n := _str(t.get("name")))]
+            self.tasks[call_id] = [self._child(n) for n, _ in launched]
+            one = len(launched) == 1  # a call that starts several cannot name each one
+            events += [
+                SubagentStarted(
+                    session_id=self.session_id,
+                    at=self.at,
+                    call_id=call_id if one else None,
+                    subagent_id=self._child(child),
+                    subagent_type=kind,
+                    parent_id=self.subagent_id,
+                )
+                for child, kind in launched
+            ]
+        return events
+
+    def _child(self, name: str) -> str:
+        """A sub-agent's id (its file's stem) from the name its parent gave it."""
+        return f"{self.subagent_id}.{name}" if self.subagent_id else name
+
+    def _tool_result(self, message: Mapping[str, Any]) -> list[Event]:
+        call_id = _str(message.get("toolCallId"))
+        if call_id is None or self.session_id is None:
+            return []
+        details = message.get("details")
+        details = details if isinstance(details, dict) else {}
+        events: list[Event] = [
+            ToolCallEnded(
+                session_id=self.session_id,
+                at=self.at,
+                call_id=call_id,
+                outcome="error" if message.get("isError") else "ok",
+                result=text_of(message.get("content")) or None,
+            )
+        ]
+        if message.get("toolName") == "yield" and not self.main:
+            done: SubagentOutcome = "completed" if details.get("status") == "success" else "failed"
+            events.append(self._subagent_ended(self.subagent_id, done))
+        results = details.get("results")
+        for result in results if isinstance(results, list) and call_id in self.tasks else []:
+            child = _str(result.get("id")) if isinstance(result, dict) else None
+            if child is None:
+                continue
+            code = result.get("exitCode")
+            outcome: SubagentOutcome = (
+                "cancelled" if result.get("aborted") else "completed" if code == 0 else "failed"
+            )
+            events.append(self._subagent_ended(self._child(child), outcome))
+        return events
+
+    def _subagent_ended(self, subagent_id: str | None, outcome: SubagentOutcome) -> SubagentEnded:
+        assert self.session_id is not None
+        return SubagentEnded(
+            session_id=self.session_id, at=self.at, outcome=outcome, subagent_id=subagent_id
+        )
+
+
+class HistoryReader:
+    """oh-my-pi's `agent/history.db`: each row a prompt typed in the TUI."""
+
+    log: ClassVar[TableLog] = PROMPTS
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    def feed(self, record: object) -> list[Event]:
+        row = record if isinstance(record, dict) else {}
+        session, prompt = _str(row.get("session_id")), _str(row.get("prompt"))
+        at = row.get("created_at")
+        if session is None or not isinstance(at, int) or session in self.shared.interactive:
+            return []
+        self.shared.interactive.add(session)
+        seen = SessionSeen(
+            session_id=session,
+            at=float(at),
+            cwd=_str(row.get("cwd")),
+            kind="interactive",
+            main=session in self.shared.seen,  # a transcript read before: only the kind
+        )
+        if prompt is None:
+            return [seen]
+        title = " ".join(prompt.split())[:TITLE_MAX]
+        return [seen, TitleSet(session_id=session, title=title, source="prompt")]
+
+
+__all__ = ["HistoryReader", "OhMyPi", "Pi", "TranscriptReader"]
