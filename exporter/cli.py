@@ -39,6 +39,8 @@ from .views import iso, landing_page, session_rows, table
 from .watch import Watcher
 
 log = logging.getLogger("exporter")
+RESCAN_EVERY = 30.0
+"""Seconds between rescans of the agent folders when file events cannot be had."""
 CHECKPOINT_EVERY = 5.0
 """Seconds between writes of the traces checkpoint (and one more at shutdown)."""
 
@@ -188,10 +190,15 @@ def serve(config: Config) -> int:
     try:
         app.catch_up()
         ready.set()
+        last_rescan = time.monotonic()
         while not stop.is_set():
             changed = watcher.changed(timeout=1.0)
             if changed:
                 app.engine.changed(sorted(changed))
+            app.stats.rescanning = watcher.degraded
+            if app.stats.rescanning and time.monotonic() - last_rescan >= RESCAN_EVERY:
+                app.engine.rescan()  # a slow, bounded look instead of going blind
+                last_rescan = time.monotonic()
             if spans is not None:
                 spans.save(now=time.time())
     finally:

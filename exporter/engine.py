@@ -43,6 +43,7 @@ class Stats:
     parse_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     files: Counter[str] = field(default_factory=Counter)
     up: dict[str, bool] = field(default_factory=dict)
+    rescanning: bool = False  # file events cannot be had: the loop rescans instead
 
 
 @dataclass(slots=True)
@@ -110,6 +111,12 @@ class Engine:
         for source, changed in touched.values():
             if source.held is not None:
                 self._apply(source, source.held.probe(changed))
+
+    def rescan(self) -> None:
+        """Look at every file again, for when file events cannot be had (no inotify watches
+        left): unchanged files cost one stat, new ones are read, gone ones are forgotten."""
+        paths = [path for source in self.sources for _, path, _ in self._scan(source)]
+        self.changed(sorted({*paths, *self._files}))
 
     def _source_of(self, path: Path) -> Source | None:
         for source in self.sources:

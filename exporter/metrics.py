@@ -194,6 +194,13 @@ class ExporterCollector:
             up.add_metric([agent], 1 if stats.up.get(agent, True) else 0)
         yield files
         yield up
+        rescanning = GaugeMetricFamily(
+            "coding_agent_exporter_rescanning",
+            "1 while file events cannot be had (inotify watches exhausted) and the exporter "
+            "rescans the agent folders instead.",
+        )
+        rescanning.add_metric([], 1 if stats.rescanning else 0)
+        yield rescanning
         yield _counter(
             "coding_agent_exporter_bytes_read",
             "Bytes read from agent files.",

@@ -85,6 +85,16 @@ class Watcher:
         self._lock = threading.Lock()  # guards the watches
         self._watches: dict[_Spec, ObservedWatch] = {}
         self._aliases: tuple[tuple[Path, Path], ...] = ()  # (watched real path, path as given)
+        self._blind: set[Path] = set()  # roots that could not be watched (e.g. no watches left)
+
+    @property
+    def degraded(self) -> bool:
+        """Some root is not watched (inotify watches exhausted) or the observer died: the
+        caller must rescan now and then instead of waiting for events."""
+        with self._lock:
+            blind = bool(self._blind)
+        started = self._observer.ident is not None
+        return blind or (started and not self._stopped and not self._observer.is_alive())
 
     def start(self) -> None:
         """Place the watches and start the observer thread."""
@@ -167,8 +177,16 @@ class Watcher:
                     self._rearrange = True
                 continue
             except OSError as exc:  # e.g. out of inotify watches; retried on the next change
-                log.warning("cannot watch %s: %s", spec[0], exc)
+                if spec[0] not in self._blind:
+                    log.warning(
+                        "cannot watch %s: %s (raise fs.inotify.max_user_watches); rescanning "
+                        "it now and then instead",
+                        spec[0],
+                        exc,
+                    )
+                self._blind.add(spec[0])
                 continue
+            self._blind.discard(spec[0])
             if real != spec[0]:
                 self._aliases = tuple(sorted({*self._aliases, (real, spec[0])}, reverse=True))
             if spec[1]:

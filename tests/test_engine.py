@@ -220,3 +220,21 @@ def test_credentials_are_never_opened(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(os, "open", spy)
     engine_on(tmp_path).catch_up()
     assert opened and not [p for p in opened if p.endswith((".key", "credentials.json"))]
+
+
+def test_rescan_finds_changes_without_file_events(tmp_path: Path, journal: list[bytes]) -> None:
+    """The fallback when inotify watches run out: a rescan sees new, grown and gone files."""
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal[:4]))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    with path.open("ab") as f:
+        f.write(b"".join(journal[4:]))
+    other = path.with_name("11111111-2222-3333-4444-555555555555.jsonl")
+    other.write_bytes(b"".join(journal).replace(b"0cb4ee5f", b"11111111"))
+    engine.rescan()
+    assert engine.stats.files[A] == 2
+    assert sum(engine.state.totals.turns.values()) == 1  # the copy's prompt counts once
+    other.unlink()
+    engine.rescan()
+    assert engine.stats.files[A] == 1

@@ -136,3 +136,24 @@ def test_stop_joins_and_wakes_waiter(root: Path) -> None:
     assert not waiter.is_alive()
     assert result == [set()]
     assert set(threading.enumerate()) == before
+
+
+def test_out_of_inotify_watches_is_reported_as_degraded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from watchdog.observers import Observer
+
+    def exhausted(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+    root = tmp_path / "home"
+    root.mkdir()
+    monkeypatch.setattr(Observer, "schedule", exhausted)
+    watcher = Watcher([root])
+    watcher.start()
+    try:
+        assert watcher.degraded
+    finally:
+        watcher.stop()
