@@ -4,10 +4,10 @@ Each enabled harness has a home folder. `catch_up()` walks the harness's `watch_
 that, `changed(paths)` is called with what the watcher reported, so nothing is polled. A JSONL
 file is read from its last offset (`tail.JsonlTail`), a compressed one read whole when it changed
 (`tail.ZstdJsonl`; skipped while its uncompressed twin exists: the plain file wins), a JSON
-document re-read when it changed (`tail.JsonDoc`), a SQLite database's followed table queried
-for new rows when the database or its `-wal` changed (`tail.SqliteTail`; a change reported for
-the `-wal` or `-journal` is a change of the database). A harness may name a single file among
-its `watch_dirs` (an index at the home's top). A locked database costs nothing: it is counted
+document re-read when it changed (`tail.JsonDoc`), a SQLite database's followed table queried for
+new rows when the database or its `-wal` changed (`sqlite_tail.SqliteTail`; a change reported for
+the `-wal` or `-journal` is a change of the database). A harness may name a single file among its
+`watch_dirs` (an index at the home's top). A locked database costs nothing: it is counted
 (`locked`) and read again at its next change. A bad line, an unreadable file or a reader that
 raises costs that record or that file: it is counted in `Stats` and logged once per file and
 reason, and reading goes on.
@@ -26,8 +26,9 @@ from pathlib import Path, PurePosixPath
 from .events import Event
 from .harnesses import FileReader, Harness, TableReader
 from .holders import HeldSessions
+from .sqlite_tail import SqliteTail
 from .state import State
-from .tail import JsonDoc, JsonlTail, SqliteTail, ZstdJsonl
+from .tail import JsonDoc, JsonlTail, ZstdJsonl
 
 log = logging.getLogger(__name__)
 _COMPANIONS = ("-wal", "-journal")

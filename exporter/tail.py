@@ -1,6 +1,6 @@
 """Read agent session files incrementally, never writing and never holding them open.
 
-Two kinds of file, two followers:
+Three kinds of file, three followers (SQLite tables: ``sqlite_tail``):
 
 ``JsonlTail`` follows one append-only JSONL file. Each ``read()`` opens the file, reads
 the bytes after the remembered offset to EOF in chunks, closes it, and returns the
@@ -33,28 +33,6 @@ error (``error``, nothing committed) that is retried at the file's next change.
 replaced. It re-reads only when ``(device, inode, size, mtime_ns)`` changed since the last
 read of its content (the same one-tick caveat applies); a half-written (invalid) document
 is re-read as soon as it changes again, so it never sticks.
-
-``SqliteTail`` follows an append-only table of a SQLite database that another program writes
-(``harnesses.TableLog``: rows numbered per group, e.g. OpenCode's ``event`` table by
-``(aggregate_id, seq)``). The contract:
-
-* The database is opened read-only (``file:...?mode=ro``, ``PRAGMA query_only``) for each read and
-  closed after it: no write lock is ever taken and nothing is ever checkpointed. It is not
-  opened ``immutable`` while a ``-wal`` exists, so rows still in the ``-wal`` file are seen; as
-  every WAL reader, SQLite notes its read mark in the ``-shm`` shared memory. A WAL database
-  without a ``-wal`` (no writer: the last one folded it in and removed it) is read
-  ``immutable``, else SQLite would create an empty ``-wal`` and ``-shm`` beside it. Only the
-  followed table and its heads table are named in a query; nothing else is read.
-* It queries again only when ``(device, inode, size, mtime_ns)`` of the database or of its
-  ``-wal`` changed. One read transaction sees one committed state: a half-written transaction is
-  never seen. New rows are those whose ``seq`` is above the last one delivered for their
-  group, delivered in the order they were inserted (``rowid``).
-* A database another connection holds locked (``SQLITE_BUSY``: a rollback-journal writer) costs
-  nothing: no wait (busy timeout 0), ``locked=True``, nothing committed, retried at the next
-  change. A table that does not exist yet is an empty table. A damaged file or any other
-  SQLite error is returned in ``error``, nothing committed.
-* Another database file at the path (other inode), or a group whose last ``seq`` went back,
-  restarts from nothing with ``reset=True``: the caller drops what it derived.
 """
 
 from __future__ import annotations
@@ -62,7 +40,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sqlite3
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -71,15 +48,11 @@ from typing import IO
 
 import zstandard
 
-from .harnesses.base import TableLog
-
 __all__ = [
     "DocResult",
     "JsonDoc",
     "JsonlTail",
     "Line",
-    "RowsResult",
-    "SqliteTail",
     "TailResult",
     "ZstdJsonl",
 ]
@@ -222,7 +195,7 @@ class ZstdJsonl:
 
     def read(self) -> TailResult:
         try:
-            if _key(os.stat(self.path)) == self._key:
+            if stat_key(os.stat(self.path)) == self._key:
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.path)
             with os.fdopen(fd, "rb") as raw:
@@ -230,7 +203,7 @@ class ZstdJsonl:
         except (OSError, zstandard.ZstdError) as exc:
             error = exc if isinstance(exc, OSError) else OSError(errno.EIO, f"zstd: {exc}")
             return TailResult([], False, 0, error, 0)
-        reset, self._key = self._key is not None, _key(st)
+        reset, self._key = self._key is not None, stat_key(st)
         return TailResult(lines, reset, st.st_size, None, oversized)
 
     def _lines(self, raw: IO[bytes]) -> tuple[list[Line], int]:
@@ -312,11 +285,11 @@ class JsonDoc:
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:
-            if _key(os.stat(self.path)) == self._key:
+            if stat_key(os.stat(self.path)) == self._key:
                 return replace(self._last, changed=False, bytes_read=0)
             fd, st = _open_regular(self.path)
             with os.fdopen(fd, "rb") as f:
-                key = _key(st)
+                key = stat_key(st)
                 raw = f.read(self._max + 1) if key[2] <= self._max else b""
         except OSError as exc:
             return self._failed(_error_code(exc))
@@ -338,7 +311,7 @@ class JsonDoc:
         return result
 
 
-def _key(st: os.stat_result) -> tuple[int, int, int, int]:
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
@@ -348,119 +321,3 @@ def _error_code(exc: OSError) -> str:
     if isinstance(exc, PermissionError):
         return "permission"
     return "io"
-
-
-@dataclass(frozen=True, slots=True)
-class RowsResult:
-    """What one ``SqliteTail.read()`` found."""
-
-    rows: list[dict[str, object]]
-    reset: bool
-    bytes_read: int
-    """Bytes of the values delivered (the database itself is read by SQLite, page-wise)."""
-    error: OSError | sqlite3.Error | None
-    locked: bool = False
-
-
-_NO_ROWS = RowsResult([], False, 0, None)
-
-
-class SqliteTail:
-    """Follows one append-only table of a live SQLite database, read-only."""
-
-    def __init__(self, path: Path, log: TableLog) -> None:
-        self.path = path
-        self.log = log
-        self._key: tuple[tuple[int, int, int, int], ...] | None = None
-        self._seqs: dict[str, int] = {}
-
-    def read(self) -> RowsResult:
-        try:
-            key = self._stat()
-        except OSError as exc:
-            return RowsResult([], False, 0, exc)
-        if key == self._key:
-            return _NO_ROWS
-        replaced = self._key is not None and key[0][:2] != self._key[0][:2]
-        seqs = {} if replaced else self._seqs
-        try:
-            rows, heads = self._query(seqs)
-        except sqlite3.OperationalError as exc:
-            if _busy(exc):
-                return RowsResult([], False, 0, None, locked=True)
-            if "no such table" in str(exc):
-                self._key = key  # not created yet: the writer's next change brings it
-                return _NO_ROWS
-            return RowsResult([], False, 0, exc)
-        except (sqlite3.Error, OSError) as exc:
-            return RowsResult([], False, 0, exc)
-        went_back = any(heads.get(group, seq) < seq for group, seq in seqs.items())  # gone: kept
-        if went_back and not replaced:
-            self._key, self._seqs = None, {}
-            result = self.read()
-            return RowsResult(result.rows, True, result.bytes_read, result.error, result.locked)
-        for row in rows:
-            group, seq = str(row[self.log.group]), row[self.log.seq]
-            if isinstance(seq, int):
-                seqs[group] = max(seqs.get(group, -1), seq)
-        self._key, self._seqs = key, seqs
-        size = sum(len(v) for row in rows for v in row.values() if isinstance(v, str | bytes))
-        return RowsResult(rows, replaced, size, None)
-
-    def _stat(self) -> tuple[tuple[int, int, int, int], ...]:
-        main = _key(os.stat(self.path))
-        try:
-            return main, _key(os.stat(f"{self.path}-wal"))
-        except FileNotFoundError:
-            return (main,)
-
-    def _query(self, seqs: dict[str, int]) -> tuple[list[dict[str, object]], dict[str, int]]:
-        log = self.log
-        uri = f"{self.path.absolute().as_uri()}?mode=ro"
-        if _wal_mode(self.path) and not os.path.exists(f"{self.path}-wal"):
-            uri += "&immutable=1"  # no writer: all is in the file, and SQLite creates no -wal
-        db = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
-        try:
-            db.execute("PRAGMA query_only = 1")
-            db.execute("BEGIN")  # one snapshot for the heads and the rows
-            heads = self._heads(db)
-            new: list[tuple[int, dict[str, object]]] = []
-            names = ", ".join(_quoted(c) for c in log.columns)
-            query = (
-                f"SELECT rowid, {names} FROM {_quoted(log.table)} "
-                f"WHERE {_quoted(log.group)} = ? AND {_quoted(log.seq)} > ?"
-            )
-            for group, head in heads.items():
-                last = seqs.get(group, -1)
-                if head > last:
-                    for rowid, *values in db.execute(query, (group, last)):
-                        new.append((rowid, dict(zip(log.columns, values, strict=True))))
-            db.execute("COMMIT")
-        finally:
-            db.close()
-        new.sort(key=lambda item: item[0])
-        return [row for _, row in new], heads
-
-    def _heads(self, db: sqlite3.Connection) -> dict[str, int]:
-        """The last seq of each group."""
-        log = self.log
-        table, group, seq = log.heads or (log.table, log.group, log.seq)
-        query = f"SELECT {_quoted(group)}, MAX({_quoted(seq)}) FROM {_quoted(table)} GROUP BY 1"
-        return {str(g): s for g, s in db.execute(query) if isinstance(s, int)}
-
-
-def _wal_mode(path: Path) -> bool:
-    """The database header says WAL (file format versions 2 at offsets 18 and 19)."""
-    with open(path, "rb") as f:
-        return f.read(20)[18:20] == b"\x02\x02"
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc)

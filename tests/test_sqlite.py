@@ -1,5 +1,5 @@
-"""`tail.SqliteTail`: one test per hazard of following a table another program writes, and the
-engine's handling of a database (a `-wal` change read as the database's, a locked or damaged
+"""`sqlite_tail.SqliteTail`: one test per hazard of following a table another program writes,
+and the engine's handling of a database (a `-wal` change read as the database's, a locked or damaged
 database counted)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from exporter.engine import Engine, Source, Stats
 from exporter.harnesses.opencode import EVENTS, OpenCode
+from exporter.sqlite_tail import SqliteTail
 from exporter.state import State
-from exporter.tail import SqliteTail
 
 from .conftest import FIXTURES
 
