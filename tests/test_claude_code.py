@@ -389,3 +389,10 @@ def test_odd_records_are_ignored() -> None:
         {"type": "future-record-type", "x": 1},
     ):
         assert reader.feed(odd) == []
+
+
+def test_a_clock_that_went_back_mid_session_is_no_fork_copy() -> None:
+    reader = JournalReader(SID)
+    reader.feed(user("first", timestamp="2026-11-30T09:15:19.000Z"))
+    later = reader.feed(user("second", uuid="u2", timestamp="2026-11-30T09:10:00.000Z"))
+    assert "TurnStarted" in kinds(later)

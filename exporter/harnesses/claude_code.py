@@ -74,7 +74,9 @@ _AGENT_FILE = re.compile(r"^agent-([A-Za-z0-9_-]+)\.(jsonl|meta\.json)$")
 TITLE_MAX = 200
 COPY_SLACK = 1.0
 """`--fork-session` starts the new journal with its own records, then copies the old ones
-verbatim (ids and timestamps): a record older than the journal's first one is such a copy."""
+verbatim (ids and timestamps): conversation records older than the journal's first record, read
+before any conversation record of its own, are such copies. Once the journal has one of its own,
+an older timestamp is only a clock that went back, and counts as usual."""
 
 
 class ClaudeCode:
@@ -204,6 +206,7 @@ class JournalReader:
         self.subagent_id = subagent_id
         self.at = 0.0
         self.first_at: float | None = None
+        self.copying = True  # until the journal's own first conversation record
         self.pending: TurnEnded | None = None
         self.previous_at = 0.0
         self.request: tuple[str, float | None] = ("", None)  # message id, when it was requested
@@ -217,13 +220,15 @@ class JournalReader:
         if not isinstance(record, dict):
             return []
         at = timestamp(record.get("timestamp"))
+        kind = record.get("type")
         if at is not None:
             if self.first_at is None:
                 self.first_at = at
-            elif at < self.first_at - COPY_SLACK:
-                return self._copied(record)
+            if kind in _CONVERSATION and self.copying:
+                if at < self.first_at - COPY_SLACK:
+                    return self._copied(record)
+                self.copying = False  # the journal's own conversation has begun
             self.previous_at, self.at = self.at, max(self.at, at)
-        kind = record.get("type")
         events: list[Event] = self._settle(record)
         if kind in _CONVERSATION:
             events += self._seen(record)
