@@ -138,7 +138,7 @@ def test_an_endpoint_outage_costs_spans_not_the_exporter(
             receiver = HttpSink(sink_port)  # the endpoint comes back
             write_later_turn(home)
             wait_for("new turn delivered", lambda: len(receiver.spans) == 2)
-            assert "coding_agent_exporter_spans_exported_total 2.0" in get(metrics)[1]
+            wait_for("exported counted", lambda: "spans_exported_total 2.0" in get(metrics)[1])
     finally:
         if receiver is not None:
             receiver.close()
