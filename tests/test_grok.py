@@ -24,7 +24,7 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.claude_code import timestamp
+from exporter.harnesses.fields import timestamp
 from exporter.harnesses.grok import (
     ChatHistoryReader,
     EventsReader,

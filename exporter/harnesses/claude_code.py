@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
@@ -42,6 +41,7 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader
+from .fields import count, home, timestamp
 
 SYNTHETIC_MODEL = "<synthetic>"
 AGENT_TOOLS = frozenset({"Agent", "Task"})
@@ -87,10 +87,7 @@ class ClaudeCode:
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
-        configured = environ.get("CLAUDE_CONFIG_DIR")
-        if configured:
-            return Path(configured)
-        return Path(environ.get("HOME", "~")).expanduser() / ".claude"
+        return home(environ, "CLAUDE_CONFIG_DIR", ".claude")
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
         parts = rel.parts
@@ -124,35 +121,17 @@ class ClaudeCode:
         return MetaReader(session_id, found.group(1))
 
 
-def timestamp(value: object) -> float | None:
-    """ISO 8601 text or epoch (ms or s) → Unix seconds."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return value / 1000 if value > 1e11 else float(value)
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def usage_of(raw: object) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     details = raw.get("output_tokens_details")
     thinking = details.get("thinking_tokens") if isinstance(details, dict) else 0
     return Usage(
-        input=_int(raw.get("input_tokens")),
-        output=_int(raw.get("output_tokens")),
-        cache_read=_int(raw.get("cache_read_input_tokens")),
-        cache_write=_int(raw.get("cache_creation_input_tokens")),
-        reasoning=_int(thinking),
+        input=count(raw.get("input_tokens")),
+        output=count(raw.get("output_tokens")),
+        cache_read=count(raw.get("cache_read_input_tokens")),
+        cache_write=count(raw.get("cache_creation_input_tokens")),
+        reasoning=count(thinking),
     )
 
 

@@ -52,7 +52,7 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader
-from .claude_code import timestamp
+from .fields import count, home, nonempty, timestamp
 
 Role = Literal["root", "subagent", "review", "internal"]
 _ROLLOUT = re.compile(
@@ -93,10 +93,7 @@ class Codex:
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
-        configured = environ.get("CODEX_HOME")
-        if configured:
-            return Path(configured)
-        return Path(environ.get("HOME", "~")).expanduser() / ".codex"
+        return home(environ, "CODEX_HOME", ".codex")
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
         if rel.parts == (_INDEX,):
@@ -120,22 +117,14 @@ def usage_of(raw: object) -> Usage:
     """OpenAI usage → ours: cached input and reasoning are parts of input and output."""
     if not isinstance(raw, dict):
         return Usage()
-    cached = _int(raw.get("cached_input_tokens"))
+    cached = count(raw.get("cached_input_tokens"))
     return Usage(
-        input=max(0, _int(raw.get("input_tokens")) - cached),
-        output=_int(raw.get("output_tokens")),
+        input=max(0, count(raw.get("input_tokens")) - cached),
+        output=count(raw.get("output_tokens")),
         cache_read=cached,
-        cache_write=_int(raw.get("cache_write_input_tokens")),
-        reasoning=_int(raw.get("reasoning_output_tokens")),
+        cache_write=count(raw.get("cache_write_input_tokens")),
+        reasoning=count(raw.get("reasoning_output_tokens")),
     )
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def role_of(meta: Mapping[str, Any]) -> Role:
@@ -197,8 +186,8 @@ def verdict_of(text: object) -> str:
 
 def tool_name(payload: Mapping[str, Any]) -> str:
     kind = str(payload.get("type"))
-    name = _str(payload.get("name")) or kind.removesuffix("_call")
-    namespace = _str(payload.get("namespace"))
+    name = nonempty(payload.get("name")) or kind.removesuffix("_call")
+    namespace = nonempty(payload.get("namespace"))
     return f"{namespace}.{name}" if namespace else name
 
 
@@ -251,36 +240,36 @@ class RolloutReader:
     # -- thread -----------------------------------------------------------------------------
 
     def _meta(self, meta: Mapping[str, Any]) -> list[Event]:
-        self.thread_id = _str(meta.get("id")) or self.thread_id
-        self.session_id = _str(meta.get("session_id")) or self.thread_id
+        self.thread_id = nonempty(meta.get("id")) or self.thread_id
+        self.session_id = nonempty(meta.get("session_id")) or self.thread_id
         self.role = role_of(meta)
-        parent = _str(meta.get("parent_thread_id"))
+        parent = nonempty(meta.get("parent_thread_id"))
         self.parent_id = parent if parent != self.session_id else None
-        self.cwd = _str(meta.get("cwd"))
+        self.cwd = nonempty(meta.get("cwd"))
         seen = SessionSeen(
             session_id=self.session_id,
             at=timestamp(meta.get("timestamp")) or self.at,
             cwd=self.cwd,
             kind=kind_of(meta),
-            version=_str(meta.get("cli_version")),
+            version=nonempty(meta.get("cli_version")),
             main=self.role == "root",
         )
         if self.role != "subagent":
             return [seen]
-        role = _str(meta.get("agent_role"))
+        role = nonempty(meta.get("agent_role"))
         started = SubagentStarted(
             session_id=self.session_id,
             at=seen.at,
             subagent_id=self.thread_id,
             subagent_type=role or "subagent",
-            title=_str(meta.get("agent_nickname")),
+            title=nonempty(meta.get("agent_nickname")),
             background=None,
             parent_id=self.parent_id,
         )
         return [seen, started]
 
     def _settings(self, settings: Mapping[str, Any]) -> list[Event]:
-        model, cwd = _str(settings.get("model")), _str(settings.get("cwd"))
+        model, cwd = nonempty(settings.get("model")), nonempty(settings.get("cwd"))
         changed = (model or self.model) != self.model or (cwd or self.cwd) != self.cwd
         self.model, self.cwd = model or self.model, cwd or self.cwd
         if not changed or self.role != "root":
@@ -311,7 +300,7 @@ class RolloutReader:
         self.request = None
         if self.role != "root":
             return []
-        turn = _str(payload.get("turn_id")) or f"{self.thread_id}@{self.at}"
+        turn = nonempty(payload.get("turn_id")) or f"{self.thread_id}@{self.at}"
         return [TurnStarted(session_id=self.session_id, at=self.at, record_id=turn)]
 
     def _turn_ended(self, error: object, message: object, *, aborted: bool = False) -> list[Event]:
@@ -419,7 +408,7 @@ class RolloutReader:
         return []
 
     def _tool_call(self, payload: Mapping[str, Any]) -> list[Event]:
-        call_id = _str(payload.get("call_id")) or _str(payload.get("id"))
+        call_id = nonempty(payload.get("call_id")) or nonempty(payload.get("id"))
         if call_id is None or self.role in ("review", "internal"):
             return []
         name = tool_name(payload)
@@ -445,7 +434,7 @@ class RolloutReader:
         return events
 
     def _tool_output(self, payload: Mapping[str, Any]) -> list[Event]:
-        call_id = _str(payload.get("call_id"))
+        call_id = nonempty(payload.get("call_id"))
         if call_id is None or self.role in ("review", "internal"):
             return []
         outcome = output_outcome(payload, self.exits.pop(call_id, None))
@@ -467,7 +456,7 @@ class RolloutReader:
         return events
 
     def _completed(self, item: Mapping[str, Any]) -> list[Event]:
-        kind, call_id = item.get("type"), _str(item.get("id"))
+        kind, call_id = item.get("type"), nonempty(item.get("id"))
         if kind in ("Reasoning", "AgentMessage"):
             self._output_seen(tool=False)
         elif kind == "CommandExecution" and call_id is not None:
@@ -504,13 +493,13 @@ def _spawned(output: object) -> str | None:
         data = json.loads(output)
     except ValueError:
         return None
-    return _str(data.get("agent_id")) if isinstance(data, dict) else None
+    return nonempty(data.get("agent_id")) if isinstance(data, dict) else None
 
 
 def _nickname(item: Mapping[str, Any]) -> str | None:
     agents = item.get("receiver_agents")
     first = agents[0] if isinstance(agents, list) and agents else None
-    return _str(first.get("agent_nickname")) if isinstance(first, dict) else None
+    return nonempty(first.get("agent_nickname")) if isinstance(first, dict) else None
 
 
 class IndexReader:
@@ -519,7 +508,7 @@ class IndexReader:
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
             return []
-        thread, name = _str(record.get("id")), _str(record.get("thread_name"))
+        thread, name = nonempty(record.get("id")), nonempty(record.get("thread_name"))
         if thread is None or name is None:
             return []
         return [TitleSet(session_id=thread, title=name[:TITLE_MAX], source="harness")]

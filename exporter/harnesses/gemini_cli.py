@@ -60,7 +60,7 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader
-from .claude_code import timestamp
+from .fields import count, nonempty, timestamp
 
 _SESSION = re.compile(r"^session-\d{4}-\d\d-\d\dT\d\d-\d\d-[0-9A-Za-z_-]+\.jsonl$")
 _CHILD = re.compile(r"^([0-9A-Za-z_-]+)\.jsonl$")
@@ -133,10 +133,10 @@ def usage_of(raw: Mapping[str, Any]) -> Usage:
     """Gemini tokens → ours. Gemini counts the cached input inside input and the thoughts
     outside output; ours: input without the cached part, output with the thoughts (reasoning is
     a part of output for every agent), reasoning = the thoughts."""
-    cached, thoughts = _int(raw.get("cached")), _int(raw.get("thoughts"))
+    cached, thoughts = count(raw.get("cached")), count(raw.get("thoughts"))
     return Usage(
-        input=max(0, _int(raw.get("input")) - cached),
-        output=_int(raw.get("output")) + thoughts,
+        input=max(0, count(raw.get("input")) - cached),
+        output=count(raw.get("output")) + thoughts,
         cache_read=cached,
         reasoning=thoughts,
     )
@@ -189,14 +189,6 @@ def workspace_of(messages: object) -> str | None:
     return None
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 class ChatReader:
     """One chat file: a lead session's, or a sub-agent's (`parent` = the folder it lies in)."""
 
@@ -225,7 +217,7 @@ class ChatReader:
         if not isinstance(record, dict):
             return []
         if self.session_id is None:
-            return self._header(record) if _str(record.get("sessionId")) else []
+            return self._header(record) if nonempty(record.get("sessionId")) else []
         patch = record.get("$set")
         if isinstance(patch, dict):
             return self._announce(patch.get("messages")) + self._patch(patch)
@@ -260,7 +252,7 @@ class ChatReader:
         self.session_id, self.subagent_id = root, own
         self.shared.root_of[own] = root
         folders = header.get("directories")
-        self.cwd = _str(folders[0]) if isinstance(folders, list) and folders else None
+        self.cwd = nonempty(folders[0]) if isinstance(folders, list) and folders else None
         return []
 
     def _announce(self, messages: object) -> list[Event]:
@@ -291,7 +283,7 @@ class ChatReader:
         at = timestamp(patch.get("lastUpdated"))
         self.at = max(self.at, at or 0.0)
         events: list[Event] = []
-        summary = _str(patch.get("summary"))
+        summary = nonempty(patch.get("summary"))
         if summary is not None and self.main and self.session_id is not None:
             title = " ".join(summary.split())[:TITLE_MAX]
             events.append(TitleSet(session_id=self.session_id, title=title, source="harness"))
@@ -386,7 +378,7 @@ class ChatReader:
                     session_id=self.session_id,
                     at=at,
                     message_id=str(record["id"]),
-                    model=_str(record.get("model")) or "unknown",
+                    model=nonempty(record.get("model")) or "unknown",
                     usage=usage,
                     subagent_id=self.subagent_id,
                     main=self.main,
@@ -403,13 +395,13 @@ class ChatReader:
         return events
 
     def _tool_call(self, call: Mapping[str, Any], started: float) -> list[Event]:
-        call_id, outcome = _str(call.get("id")), tool_outcome(call)
+        call_id, outcome = nonempty(call.get("id")), tool_outcome(call)
         if call_id is None or outcome is None or call_id in self.ended_tools:
             return []
         assert self.session_id is not None
         self.ended_tools.add(call_id)
         ended = timestamp(call.get("timestamp")) or self.at
-        name = _str(call.get("name")) or "unknown"
+        name = nonempty(call.get("name")) or "unknown"
         events: list[Event] = [
             ToolCallStarted(
                 session_id=self.session_id,
@@ -420,7 +412,7 @@ class ChatReader:
                 arguments=call.get("args"),
             )
         ]
-        agent = _str(call.get("agentId"))
+        agent = nonempty(call.get("agentId"))
         if name == "invoke_agent" and agent is not None:
             events += self._subagent(call, call_id, agent, started, ended)
         result = result_text(call)
@@ -443,7 +435,7 @@ class ChatReader:
         args, display = call.get("args"), call.get("resultDisplay")
         args = args if isinstance(args, dict) else {}
         display = display if isinstance(display, dict) else {}
-        kind = _str(args.get("agent_name")) or _str(display.get("agentName"))
+        kind = nonempty(args.get("agent_name")) or nonempty(display.get("agentName"))
         state = display.get("state")
         status = call.get("status")
         outcome = _SUBAGENT_ENDS.get(state) if isinstance(state, str) else None
@@ -495,7 +487,7 @@ class LogsReader:
     def feed(self, record: object) -> list[Event]:
         events: list[Event] = []
         for entry in record if isinstance(record, list) else []:
-            session = _str(entry.get("sessionId")) if isinstance(entry, dict) else None
+            session = nonempty(entry.get("sessionId")) if isinstance(entry, dict) else None
             if session is None or session in self.shared.interactive:
                 continue
             self.shared.interactive.add(session)

@@ -50,7 +50,8 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader
-from .claude_code import TITLE_MAX, timestamp
+from .claude_code import TITLE_MAX
+from .fields import count, home, timestamp
 
 INDEX = "active_sessions.json"
 _SESSION_FILES: dict[str, FileKind] = {
@@ -156,10 +157,7 @@ class Grok:
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
-        configured = environ.get("GROK_HOME")
-        if configured:
-            return Path(configured)
-        return Path(environ.get("HOME", "~")).expanduser() / ".grok"
+        return home(environ, "GROK_HOME", ".grok")
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
         parts = rel.parts
@@ -410,14 +408,10 @@ class UpdatesReader:
         if not isinstance(usage, dict) or not isinstance(prompt, str) or at is None:
             return []
         counted = Usage(
-            input=_int(usage.get("inputTokens")), output=_int(usage.get("outputTokens"))
+            input=count(usage.get("inputTokens")), output=count(usage.get("outputTokens"))
         )
         self.shared.usage.append((f"{self.session_id}/{prompt}", at, counted))
         return self.shared.responses(self.session_id)
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class SummaryReader:

@@ -59,6 +59,7 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader, TableLog
+from .fields import count, nonempty
 
 DATABASE = "opencode.db"
 EVENTS = TableLog(
@@ -106,12 +107,12 @@ def usage_of(tokens: object) -> Usage:
         return Usage()
     cache = tokens.get("cache")
     cache = cache if isinstance(cache, dict) else {}
-    reasoning = _int(tokens.get("reasoning"))
+    reasoning = count(tokens.get("reasoning"))
     return Usage(
-        input=_int(tokens.get("input")),
-        output=_int(tokens.get("output")) + reasoning,
-        cache_read=_int(cache.get("read")),
-        cache_write=_int(cache.get("write")),
+        input=count(tokens.get("input")),
+        output=count(tokens.get("output")) + reasoning,
+        cache_read=count(cache.get("read")),
+        cache_write=count(cache.get("write")),
         reasoning=reasoning,
     )
 
@@ -131,14 +132,6 @@ def tool_outcome(state: Mapping[str, Any]) -> ToolOutcome | None:
             return "rejected"
         return "cancelled" if _ABORTED.search(error) else "error"
     return None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _seconds(value: object) -> float | None:
@@ -207,7 +200,7 @@ class DatabaseReader:
     # -- sessions ---------------------------------------------------------------------------
 
     def _session(self, info: dict[str, Any]) -> list[Event]:
-        session_id = _str(info.get("id"))
+        session_id = nonempty(info.get("id"))
         if session_id is None:
             return []
         times = _dict(info.get("time"))
@@ -216,13 +209,13 @@ class DatabaseReader:
         known = self.sessions.get(session_id)
         first = known is None
         if known is None:
-            parent = _str(info.get("parentID"))
+            parent = nonempty(info.get("parentID"))
             root = self.sessions[parent].root if parent in self.sessions else parent
             known = self.sessions[session_id] = _Session(root or session_id, parent)
         if known.parent is not None:
             return self._child_seen(session_id, known, info, at) if first else []
         events: list[Event] = []
-        seen = (_cwd(info), _kind(info), _str(info.get("version")), _model(info))
+        seen = (_cwd(info), _kind(info), nonempty(info.get("version")), _model(info))
         if seen != known.seen:
             known.seen = seen
             cwd, kind, version, model = seen
@@ -236,7 +229,7 @@ class DatabaseReader:
                     model=model,
                 )
             )
-        title = _str(info.get("title"))
+        title = nonempty(info.get("title"))
         if title and title != known.title and not _PLACEHOLDER.match(title):
             known.title = title
             events.append(
@@ -253,15 +246,15 @@ class DatabaseReader:
                 session_id=known.root,
                 at=created,
                 cwd=_cwd(info),
-                version=_str(info.get("version")),
+                version=nonempty(info.get("version")),
                 main=False,
             ),
             SubagentStarted(
                 session_id=known.root,
                 at=created,
                 subagent_id=session_id,
-                subagent_type=_str(info.get("agent")),
-                title=_str(info.get("title")),
+                subagent_type=nonempty(info.get("agent")),
+                title=nonempty(info.get("title")),
                 parent_id=known.parent if known.parent != known.root else None,
             ),
         ]
@@ -276,8 +269,8 @@ class DatabaseReader:
     # -- messages ---------------------------------------------------------------------------
 
     def _message(self, info: dict[str, Any]) -> list[Event]:
-        message_id, session_id = _str(info.get("id")), _str(info.get("sessionID"))
-        role = _str(info.get("role"))
+        message_id, session_id = nonempty(info.get("id")), nonempty(info.get("sessionID"))
+        role = nonempty(info.get("role"))
         if message_id is None or session_id is None or role is None:
             return []
         times = _dict(info.get("time"))
@@ -300,7 +293,7 @@ class DatabaseReader:
         completed = _seconds(_dict(info.get("time")).get("completed"))
         at = completed or max(self.at, created)
         self.at = max(self.at, at)
-        model = _str(info.get("modelID")) or "unknown"
+        model = nonempty(info.get("modelID")) or "unknown"
         events: list[Event] = []
         usage = usage_of(info.get("tokens"))
         if usage != Usage() and usage != known.usage:
@@ -315,16 +308,16 @@ class DatabaseReader:
                     subagent_id=subagent,
                     main=subagent is None,
                     requested_at=created,
-                    finish_reason=_str(info.get("finish")),
+                    finish_reason=nonempty(info.get("finish")),
                 )
             )
         error = _dict(info.get("error"))
-        finish = _str(info.get("finish"))
+        finish = nonempty(info.get("finish"))
         if not error and (completed is None or finish is None):
             return events
         known.ended = True
         events += self._flush_pending(message_id)
-        name = _str(error.get("name"))
+        name = nonempty(error.get("name"))
         if error and name != "MessageAbortedError":
             events.append(
                 ModelFailed(
@@ -359,7 +352,7 @@ class DatabaseReader:
         message = self.messages.get(str(part.get("messageID")))
         if kind != "text" or message is None or message.role != "user" or message.prompt:
             return []
-        text = _str(part.get("text"))
+        text = nonempty(part.get("text"))
         session_id, subagent = self._where(message.session_id)
         if text is None or part.get("synthetic") or subagent is not None:
             return []
@@ -368,14 +361,14 @@ class DatabaseReader:
         return [TitleSet(session_id=session_id, title=title, source="prompt")]
 
     def _tool(self, part: dict[str, Any]) -> list[Event]:
-        part_id, session_id = _str(part.get("id")), _str(part.get("sessionID"))
-        call_id = _str(part.get("callID")) or part_id
+        part_id, session_id = nonempty(part.get("id")), nonempty(part.get("sessionID"))
+        call_id = nonempty(part.get("callID")) or part_id
         if part_id is None or session_id is None or call_id is None:
             return []
         state = _dict(part.get("state"))
         known = self.tools.get(part_id)
         if known is None:
-            tool = _str(part.get("tool")) or "unknown"
+            tool = nonempty(part.get("tool")) or "unknown"
             message_id = str(part.get("messageID"))
             known = self.tools[part_id] = _Tool(call_id, session_id, message_id, tool, self.at)
             _forget_oldest(self.tools)
@@ -430,7 +423,7 @@ class DatabaseReader:
 
     def _linked(self, call_id: str, known: _Tool, state: dict[str, Any]) -> list[Event]:
         """A `task` call names the child session it started."""
-        child = _str(_dict(state.get("metadata")).get("sessionId"))
+        child = nonempty(_dict(state.get("metadata")).get("sessionId"))
         if child is None or known.child is not None or known.tool != "task":
             return []
         known.child = child
@@ -442,8 +435,8 @@ class DatabaseReader:
                 at=None,
                 call_id=call_id,
                 subagent_id=child,
-                subagent_type=_str(arguments.get("subagent_type")),
-                title=_str(arguments.get("description")),
+                subagent_type=nonempty(arguments.get("subagent_type")),
+                title=nonempty(arguments.get("description")),
                 parent_id=subagent,
             )
         ]
@@ -458,10 +451,10 @@ class DatabaseReader:
 
 
 def _cwd(info: dict[str, Any]) -> str | None:
-    directory = _str(info.get("directory"))
+    directory = nonempty(info.get("directory"))
     if directory:
         return directory
-    path = _str(info.get("path"))  # stored without its leading "/"
+    path = nonempty(info.get("path"))  # stored without its leading "/"
     return "/" + path.lstrip("/") if path else None
 
 
@@ -477,7 +470,7 @@ def _kind(info: dict[str, Any]) -> Kind:
 
 
 def _model(info: dict[str, Any]) -> str | None:
-    return _str(_dict(info.get("model")).get("id"))
+    return nonempty(_dict(info.get("model")).get("id"))
 
 
 def _forget_oldest(known: dict[str, Any]) -> None:

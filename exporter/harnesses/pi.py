@@ -55,7 +55,7 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader, TableLog
-from .claude_code import timestamp
+from .fields import count, home, nonempty, timestamp
 
 _TRANSCRIPT = re.compile(r"^[^/]+_([0-9A-Za-z-]+)\.jsonl$")
 _FOLDER = re.compile(r"^[^/]+_([0-9A-Za-z-]+)$")
@@ -132,10 +132,7 @@ class Pi(_PiFamily):
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
-        configured = environ.get("PI_CODING_AGENT_DIR")  # pi's own: its agent folder
-        if configured:
-            return Path(configured)
-        return Path(environ.get("HOME", "~")).expanduser() / ".pi" / "agent"
+        return home(environ, "PI_CODING_AGENT_DIR", ".pi", "agent")  # pi's own: its agent folder
 
 
 class OhMyPi(_PiFamily):
@@ -154,11 +151,11 @@ class OhMyPi(_PiFamily):
 def usage_of(raw: Mapping[str, Any]) -> Usage:
     """The provider's usage as pi copies it: already split like ours."""
     return Usage(
-        input=_int(raw.get("input")),
-        output=_int(raw.get("output")),
-        cache_read=_int(raw.get("cacheRead")),
-        cache_write=_int(raw.get("cacheWrite")),
-        reasoning=_int(raw.get("reasoningTokens")),  # oh-my-pi, a part of output
+        input=count(raw.get("input")),
+        output=count(raw.get("output")),
+        cache_read=count(raw.get("cacheRead")),
+        cache_write=count(raw.get("cacheWrite")),
+        reasoning=count(raw.get("reasoningTokens")),  # oh-my-pi, a part of output
     )
 
 
@@ -173,8 +170,8 @@ def text_of(content: object) -> str:
 
 def model_name(entry: Mapping[str, Any]) -> str | None:
     """`model_change`: pi names `modelId`, oh-my-pi `provider/model`."""
-    model = _str(entry.get("modelId"))
-    if model is None and (named := _str(entry.get("model"))) is not None:
+    model = nonempty(entry.get("modelId"))
+    if model is None and (named := nonempty(entry.get("model"))) is not None:
         model = named.partition("/")[2] or named
     return model
 
@@ -187,14 +184,6 @@ def when(entry: Mapping[str, Any]) -> float | None:
     if message.get("role") == "assistant":
         return timestamp(message.get("completedAt")) or timestamp(entry.get("timestamp"))
     return timestamp(message.get("timestamp")) or timestamp(entry.get("timestamp"))
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 class TranscriptReader:
@@ -251,10 +240,10 @@ class TranscriptReader:
             return [SessionSeen(session_id=self.session_id, at=self.at, model=model)]
         if kind == "title_change":
             return self._title(entry)
-        if kind == "session_info" and (name := _str(entry.get("name"))) is not None:
+        if kind == "session_info" and (name := nonempty(entry.get("name"))) is not None:
             return self._title({"title": name, "source": "user"})
         if kind == "session_init" and not self.main:
-            return [self._started(_str(entry.get("agent")))]
+            return [self._started(nonempty(entry.get("agent")))]
         if kind == "custom" and entry.get("customType") == "session_exit":
             return self._ended("interrupted")
         message = entry.get("message")
@@ -272,10 +261,10 @@ class TranscriptReader:
     # -- the session ------------------------------------------------------------------------
 
     def _header(self, header: Mapping[str, Any]) -> list[Event]:
-        own = _str(header.get("id"))
+        own = nonempty(header.get("id"))
         if own is None:
             return []
-        cwd = _str(header.get("cwd"))
+        cwd = nonempty(header.get("cwd"))
         if self.main:
             self.session_id = own
             self.shared.seen.add(own)
@@ -290,7 +279,7 @@ class TranscriptReader:
         ]
 
     def _title(self, entry: Mapping[str, Any]) -> list[Event]:
-        title = _str(entry.get("title"))
+        title = nonempty(entry.get("title"))
         if title is None or not self.main:
             return []
         source: TitleSource = "user" if entry.get("source") == "user" else "harness"
@@ -313,7 +302,7 @@ class TranscriptReader:
     # -- turns ------------------------------------------------------------------------------
 
     def _user(self, entry: Mapping[str, Any], message: Mapping[str, Any]) -> list[Event]:
-        record_id = _str(entry.get("id"))
+        record_id = nonempty(entry.get("id"))
         text = text_of(message.get("content"))
         if not self.main or record_id is None or self.session_id is None:
             return []  # a sub-agent's assignment is not a turn of its own
@@ -341,10 +330,10 @@ class TranscriptReader:
         started = timestamp(message.get("timestamp"))  # the entry's own time: when it ended
         requested = started if started is not None and started <= self.at else None
         stop = str(message.get("stopReason") or "")
-        model = _str(message.get("model")) or "unknown"
+        model = nonempty(message.get("model")) or "unknown"
         content = message.get("content")
         events: list[Event] = []
-        response, usage = _str(message.get("responseId")), message.get("usage")
+        response, usage = nonempty(message.get("responseId")), message.get("usage")
         if stop == "error":
             status = _STATUS.match(str(message.get("errorMessage") or ""))
             events.append(
@@ -384,10 +373,10 @@ class TranscriptReader:
         return events
 
     def _tool_call(self, block: Mapping[str, Any]) -> list[Event]:
-        call_id = _str(block.get("id"))
+        call_id = nonempty(block.get("id"))
         if call_id is None or self.session_id is None:
             return []
-        name, args = _str(block.get("name")) or "unknown", block.get("arguments")
+        name, args = nonempty(block.get("name")) or "unknown", block.get("arguments")
         events: list[Event] = [
             ToolCallStarted(
                 session_id=self.session_id,
@@ -401,7 +390,9 @@ class TranscriptReader:
         if name == "task" and isinstance(args, dict):
             tasks = args.get("tasks")
             named = [t for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else [args]
-            launched = [(n, _str(t.get("agent"))) for t in named if (n := _str(t.get("name")))]
+            launched = [
+                (n, nonempty(t.get("agent"))) for t in named if (n := nonempty(t.get("name")))
+            ]
             self.tasks[call_id] = [self._child(n) for n, _ in launched]
             one = len(launched) == 1  # a call that starts several cannot name each one
             events += [
@@ -422,7 +413,7 @@ class TranscriptReader:
         return f"{self.subagent_id}.{name}" if self.subagent_id else name
 
     def _tool_result(self, message: Mapping[str, Any]) -> list[Event]:
-        call_id = _str(message.get("toolCallId"))
+        call_id = nonempty(message.get("toolCallId"))
         if call_id is None or self.session_id is None:
             return []
         details = message.get("details")
@@ -441,7 +432,7 @@ class TranscriptReader:
             events.append(self._subagent_ended(self.subagent_id, done))
         results = details.get("results")
         for result in results if isinstance(results, list) and call_id in self.tasks else []:
-            child = _str(result.get("id")) if isinstance(result, dict) else None
+            child = nonempty(result.get("id")) if isinstance(result, dict) else None
             if child is None:
                 continue
             code = result.get("exitCode")
@@ -468,7 +459,7 @@ class HistoryReader:
 
     def feed(self, record: object) -> list[Event]:
         row = record if isinstance(record, dict) else {}
-        session, prompt = _str(row.get("session_id")), _str(row.get("prompt"))
+        session, prompt = nonempty(row.get("session_id")), nonempty(row.get("prompt"))
         at = row.get("created_at")
         if session is None or not isinstance(at, int) or session in self.shared.interactive:
             return []
@@ -476,7 +467,7 @@ class HistoryReader:
         seen = SessionSeen(
             session_id=session,
             at=float(at),
-            cwd=_str(row.get("cwd")),
+            cwd=nonempty(row.get("cwd")),
             kind="interactive",
             main=session in self.shared.seen,  # a transcript read before: only the kind
         )

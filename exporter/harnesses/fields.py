@@ -1,0 +1,39 @@
+"""Small readers of record fields that every harness needs: times, counts, text, homes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+
+def timestamp(value: object) -> float | None:
+    """ISO 8601 text or epoch (ms or s) → Unix seconds."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value / 1000 if value > 1e11 else float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def count(value: object) -> int:
+    """A token count or similar: a positive int, else 0 (never a bool)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def nonempty(value: object) -> str | None:
+    """A non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
+    """`$variable` if set, else the `default` folder under the user's home."""
+    configured = environ.get(variable)
+    if configured:
+        return Path(configured)
+    return Path(environ.get("HOME", "~")).expanduser().joinpath(*default)
