@@ -197,11 +197,7 @@ class Engine:
         result = tail.read()
         self.stats.bytes_read[agent] += result.bytes_read
         if result.error is not None:
-            if isinstance(result.error, FileNotFoundError):
-                self._forget(path, entry)
-            else:
-                self.stats.parse_errors[(agent, "read_error")] += 1
-                self._once(path, "read_error", agent, result.error)
+            self._failed(path, entry, result.error)
             return
         if result.reset:
             entry.reader = entry.source.harness.reader(entry.rel)
@@ -225,11 +221,7 @@ class Engine:
             self.stats.parse_errors[(agent, "locked")] += 1
             return
         if result.error is not None:
-            if isinstance(result.error, FileNotFoundError):
-                self._forget(path, entry)
-            else:
-                self.stats.parse_errors[(agent, "read_error")] += 1
-                self._once(path, "read_error", agent, result.error)
+            self._failed(path, entry, result.error)
             return
         if result.reset:
             entry.reader = entry.source.harness.reader(entry.rel)
@@ -242,6 +234,15 @@ class Engine:
                 self._once(path, "invalid_json", agent, f"row {row.get(tail.log.seq)}: {error}")
                 continue
             self._feed(path, entry, row, f"{tail.log.table} row")
+
+    def _failed(self, path: Path, entry: _File, error: Exception) -> None:
+        """A file that could not be read: forgotten if gone, else counted, logged once."""
+        if isinstance(error, FileNotFoundError):
+            self._forget(path, entry)
+            return
+        agent = entry.source.harness.name
+        self.stats.parse_errors[(agent, "read_error")] += 1
+        self._once(path, "read_error", agent, error)
 
     def _read_doc(self, path: Path, entry: _File, doc: JsonDoc) -> None:
         agent = entry.source.harness.name
