@@ -22,7 +22,7 @@ from . import webconfig
 from .checkpoint import Checkpoint
 from .config import Config, parse
 from .engine import Engine, Source, Stats
-from .harnesses import HARNESSES
+from .harnesses import make
 from .live import Probe, process_start
 from .metrics import ExporterCollector, StateCollector
 from .otel import (
@@ -74,7 +74,9 @@ class App:
         if spans is not None:
             self.state.traced_since = spans.writer.since  # exemplars link to those traces
         self.stats = Stats()
-        sources = [Source(HARNESSES[name](), home) for name, home in config.homes.items()]
+        sources = [
+            Source(make(name, config.models.get(name)), home) for name, home in config.homes.items()
+        ]
         self.engine = Engine(sources, self.state, self.stats)
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)

@@ -2,7 +2,8 @@
 
 Every flag has an environment variable: `CODING_AGENT_EXPORTER_` + the flag in upper snake case
 (`--web.listen-address` → `CODING_AGENT_EXPORTER_WEB_LISTEN_ADDRESS`). A flag beats its variable,
-a variable beats the default.
+a variable beats the default. Vibe's `config.toml` is the one file read here (where its
+sessions are, which model it uses: `settings`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from .checkpoint import default_dir
 from .harnesses import HARNESSES
 from .labels import ProjectLabel
 from .otel import endpoint_configured
+from .settings import vibe_settings
 
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
@@ -47,6 +49,7 @@ class Config:
     capture: bool = False
     web_config: Path | None = None
     output: Path | None = None
+    models: dict[str, str] = field(default_factory=dict)  # harness → model its settings name
 
 
 def env_name(flag: str) -> str:
@@ -114,6 +117,14 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         )
         home = harness.default_home(environ)
         add(f"--{harness.home_flag}", str(home), f"{name} home folder.", metavar="DIR")
+        if name == "vibe":
+            add(
+                "--vibe.session-dir",
+                "",
+                "Vibe's session folder (default: `session_logging.save_dir` of Vibe's "
+                "config.toml, else logs/session under --vibe.home).",
+                metavar="DIR",
+            )
     add(
         "--label.project",
         "path",
@@ -242,6 +253,12 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         for name, h in HARNESSES.items()
         if values[f"harness.{name}".replace("-", "_")]
     }
+    models: dict[str, str] = {}
+    if "vibe" in homes:
+        vibe = vibe_settings(homes["vibe"], values["vibe.session_dir"])
+        homes["vibe"] = vibe.sessions
+        if vibe.model:
+            models["vibe"] = vibe.model
     if not homes:
         top.error("every harness is disabled (--no-harness.*): there is nothing to read")
     for name, home in homes.items():
@@ -269,4 +286,5 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         capture=values["traces.capture_content"],
         web_config=Path(values["web.config.file"]) if values["web.config.file"] else None,
         output=values.get("output"),
+        models=models,
     )

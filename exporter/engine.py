@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .events import Event
-from .harnesses import FileReader, Harness, TableReader
+from .harnesses import FileReader, Harness, RecordRejected, TableReader
 from .holders import HeldSessions
 from .sqlite_tail import SqliteTail
 from .state import State
@@ -265,6 +265,10 @@ class Engine:
         self.stats.records[agent] += 1
         try:
             events = entry.reader.feed(record)
+        except RecordRejected as error:  # the reader's own verdict: counted under its reason
+            self.stats.parse_errors[(agent, error.reason)] += 1
+            self._once(path, error.reason, agent, f"{where}: {error}")
+            return
         except Exception as error:  # a reader bug costs one record, never the loop
             self.stats.parse_errors[(agent, "reader_error")] += 1
             self._once(path, "reader_error", agent, f"{where}: {error!r}")

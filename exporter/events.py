@@ -98,6 +98,7 @@ class ModelResponded:
     finish_reason: str | None = None
     internal: bool = False  # the agent's own housekeeping (a review): totals only, no session
     text: str | None = None  # content of this record's blocks (spans, with capture-content only)
+    carried: bool = False  # usage of responses whose records are gone: tokens, not a message
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

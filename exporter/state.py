@@ -205,10 +205,11 @@ class State:
                 return  # a response of a finished session, read again from a copy
             sub = self._subagent_of(session, event.subagent_id)
             known = (Usage(), session, sub)
-            session.messages += 1
-            if sub is not None:
-                sub.messages += 1
-            self.totals.messages[(agent, event.model, session.cwd or "")] += 1
+            if not event.carried:
+                session.messages += 1
+                if sub is not None:
+                    sub.messages += 1
+                self.totals.messages[(agent, event.model, session.cwd or "")] += 1
         old, owner, sub = known
         new = old.max(event.usage)
         self._usage[key] = (new, owner, sub)

@@ -12,7 +12,8 @@ import pytest
 from exporter.cli import App
 from exporter.config import parse
 from exporter.engine import Source
-from exporter.harnesses import HARNESSES
+from exporter.harnesses import HARNESSES, make
+from exporter.settings import vibe_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -63,6 +64,8 @@ def agent_home(home: Path) -> Path:
         return home / "agent"  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)
     if agent_of(home) == "grok":
         return home / ".grok"
+    if agent_of(home) == "vibe":
+        return home / ".vibe"
     if agent_of(home) == "opencode":
         return home / ".local" / "share" / "opencode"  # its data folder
     return home / ".codex" if agent_of(home) == "codex" else home
@@ -76,7 +79,11 @@ def home_flags(home: Path) -> list[str]:
 
 
 def source_for(home: Path) -> Source:
-    return Source(HARNESSES[agent_of(home)](), agent_home(home))
+    agent = agent_of(home)
+    if agent == "vibe":  # its harness reads the session folder its settings name
+        settings = vibe_settings(agent_home(home))
+        return Source(make(agent, settings.model), settings.sessions)
+    return Source(HARNESSES[agent](), agent_home(home))
 
 
 def expected(path: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from .conftest import agent_of, app_for, expected
 OUTPUT_WITHOUT_REASONING = frozenset({"opencode", "gemini-cli"})
 """Agents whose expected.json keeps the agent's own split (output without the reasoning); our
 `output` includes the reasoning, as the metrics table says."""
-TITLE_SOURCES = {"ai": "harness"}  # a title the agent generated itself
+TITLE_SOURCES = {"ai": "harness", "auto": "harness"}  # a title the agent generated itself
 TASK_STATES = {"completed": "completed", "error": "failed"}  # OpenCode: the task part's status
 KIND_UNRECORDED = frozenset({"pi"})
 """Agents whose files do not say whether a session ran in the TUI or headless."""
@@ -28,7 +28,11 @@ def ours(scenario: Path, tokens: dict[str, int]) -> dict[str, int]:
 def sub_facts(sub: dict[str, Any]) -> tuple[str, str, str]:
     """(id, type, state) of an expected sub-agent, whichever recorder wrote it."""
     state = sub.get("state") or TASK_STATES.get(sub.get("task_status") or "", "running")
+    if "store" in sub:  # Vibe's unified engine: a child store, its agent type unrecorded
+        return sub["store"], "unknown", "completed"
     kind = sub.get("type") or sub.get("agent") or sub["subagent_type"]  # pi: `agent`
+    if "relative_path" in sub:  # Vibe's legacy engine: the task ended with the session
+        state = "completed"
     return sub.get("id") or sub["session_id"], kind, state
 
 
@@ -37,8 +41,34 @@ def rows_by_id(scenario: Path) -> dict[str, dict[str, Any]]:
     return {r["session_id"]: r for r in session_rows(app.state, app.config.project, history=True)}
 
 
+def files_facts(scenario: Path) -> dict[str, Any]:
+    """The facts the final files can still show. Vibe: a sub-agent store that 2.26 deleted
+    (`present_at_end` false) took its messages with it, a session whose journal records were
+    deleted before any copy caught them shows its files' view (`files_view`), and a killed
+    legacy session that left no folder (`orphan_locks`) shows nothing."""
+    facts = expected(scenario)
+    if agent_of(scenario) != "vibe":
+        return facts
+    sessions = []
+    for want in facts["sessions"]:
+        lost = [s for s in want["subagents"] if s.get("present_at_end") is False]
+        sessions.append(
+            {
+                **want,
+                "messages": want["messages"] - sum(s["messages"] for s in lost),
+                "tokens": want["files_view"]["tokens"],
+                "subagents": [s for s in want["subagents"] if s not in lost],
+            }
+        )
+    home = {
+        "messages": sum(s["messages"] for s in sessions),
+        "tokens": {k: sum(s["tokens"][k] for s in sessions) for k in facts["home"]["tokens"]},
+    }
+    return {**facts, "home": home, "sessions": sessions}
+
+
 def test_home_totals(scenario: Path) -> None:
-    facts = expected(scenario)["home"]
+    facts = files_facts(scenario)["home"]
     app = app_for(scenario / "home")
     totals = app.state.totals
     assert sum(totals.messages.values()) == facts["messages"]
@@ -52,7 +82,7 @@ def test_home_totals(scenario: Path) -> None:
 
 def test_sessions(scenario: Path) -> None:
     rows = rows_by_id(scenario)
-    for want in expected(scenario)["sessions"]:
+    for want in files_facts(scenario)["sessions"]:
         got = rows[want["session_id"]]
         where = f"{scenario.name} {want['session_id']}"
         assert got["messages"] == want["messages"], where
@@ -65,7 +95,8 @@ def test_sessions(scenario: Path) -> None:
             if key != "kind" or agent_of(scenario) not in KIND_UNRECORDED:
                 assert got[key] == wanted, f"{where} {key}"
         source = want["title_source"]
-        assert got["title_source"] == TITLE_SOURCES.get(source, source), where
+        if want["title"] is not None:  # Vibe names a source even without a title
+            assert got["title_source"] == TITLE_SOURCES.get(source, source), where
         turns = dict(want["turns"])
         if want.get("only_in"):  # oh-my-pi's prompt history: its turn is not counted
             turns = dict.fromkeys(turns, 0)
@@ -79,7 +110,7 @@ def test_sessions(scenario: Path) -> None:
 
 def test_subagents(scenario: Path) -> None:
     rows = rows_by_id(scenario)
-    for want in expected(scenario)["sessions"]:
+    for want in files_facts(scenario)["sessions"]:
         got = {s["id"]: s for s in rows[want["session_id"]]["subagents"]}
         assert set(got) == {sub_facts(s)[0] for s in want["subagents"]}, scenario.name
         for sub in want["subagents"]:
@@ -91,6 +122,8 @@ def test_subagents(scenario: Path) -> None:
             assert mine["messages"] == sub["messages"], where
             tokens = ours(scenario, sub["tokens"])
             assert {k: mine["tokens"][k] for k in tokens} == tokens, where
+            if "tool_calls" not in sub:  # Vibe's expected facts do not count them
+                continue
             calls = sub["tool_calls"]  # Codex fixtures break them down by outcome
             assert mine["tool_calls"] == (calls["total"] if isinstance(calls, dict) else calls)
 

@@ -23,6 +23,15 @@ FileKind = Literal["jsonl", "zstd", "doc", "sqlite"]
 SQLite database (its reader says which table to follow: `TableReader`)."""
 
 
+class RecordRejected(ValueError):
+    """Raised by a reader for a record it must not use (e.g. one that breaks a hash chain): the
+    engine counts it under `reason` in `parse_errors_total`, logs it once, and reads on."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
 class FileReader(Protocol):
     def feed(self, record: object) -> list[Event]: ...
 

@@ -1,0 +1,209 @@
+"""Mistral Vibe: its session folder, `~/.vibe/logs/session` (or `$VIBE_HOME`, or wherever
+`session_logging.save_dir` in its `config.toml` puts it; `settings.vibe_sessions` finds it).
+
+The home this harness is given is that session folder. Files read; everything else is left
+alone (`plugins/`, `*.lock`, the session indexes, `scheduled-loops.json`, checkpoints):
+
+- `unified/<id>/…` and a sub-agent's `unified/child-<hex>/…`: the unified engine's stores
+  (`vibe_unified`): journal segments, snapshot chunks, runtime states, and the lead's
+  `meta.json` (cwd, start time, title, model).
+- `<prefix>_<date>_<time>_<id8>/{messages.jsonl, meta.json}` and their `agents/<…>/` sub-agents:
+  the legacy engine (`vibe_legacy`).
+- `active/<id>.lock.json` `{acquired_at, process_id, session_id}`: a process runs the session.
+  The status comes from the store: waiting while an approval callback is open, busy while a
+  turn is, else idle; for a legacy session (which writes no status) it is derived from its
+  turns. A lock left by a killed process names a dead pid: `state` drops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from ..events import Event, LiveIndexRead, LiveIndexRemoved, SessionSeen, TitleSet, TitleSource
+from .base import FileKind, FileReader
+from .fields import home, nonempty, timestamp
+from .vibe_legacy import Legacy, MessagesReader, MetaReader
+from .vibe_store import CHILD_PREFIX, Store
+from .vibe_unified import ChunkReader, JournalReader, RuntimeReader
+
+UNIFIED = "unified"
+ACTIVE = "active"
+LOCK_SUFFIX = ".lock.json"
+_NOT_LEGACY = frozenset({UNIFIED, ACTIVE, "plugins"})
+_LEGACY_FILES: dict[str, FileKind] = {"messages.jsonl": "jsonl", "meta.json": "doc"}
+
+
+class Vibe:
+    name: ClassVar[str] = "vibe"
+    home_flag: ClassVar[str] = "vibe.home"
+    watch_dirs: ClassVar[tuple[str, ...]] = (".",)
+    holder_names: ClassVar[tuple[str, ...]] = ()  # the lock files say who runs
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model  # `active_model` of Vibe's config: the stores may not name it
+        self.stores: dict[str, Store] = {}
+        self.legacy: dict[str, Legacy] = {}
+        self.legacy_ids: set[str] = set()
+
+    @staticmethod
+    def default_home(environ: Mapping[str, str]) -> Path:
+        return home(environ, "VIBE_HOME", ".vibe")
+
+    def match(self, rel: PurePosixPath) -> FileKind | None:
+        parts = rel.parts
+        if len(parts) == 2 and parts[0] == ACTIVE:
+            return "doc" if parts[1].endswith(LOCK_SUFFIX) else None
+        if len(parts) >= 3 and parts[0] == UNIFIED:
+            return _store_file(parts[2:], lead=not parts[1].startswith(CHILD_PREFIX))
+        if parts and parts[0] in _NOT_LEGACY:
+            return None
+        if len(parts) == 2 or (len(parts) == 4 and parts[1] == "agents"):
+            return _LEGACY_FILES.get(parts[-1])
+        return None
+
+    def reader(self, rel: PurePosixPath) -> FileReader:
+        parts = rel.parts
+        if parts[0] == ACTIVE:
+            return LockReader(self, str(rel))
+        if parts[0] == UNIFIED:
+            store = self.store(parts[1])
+            if parts[2] == "meta.json":
+                return StoreMetaReader(store)
+            if parts[2] == "journal":
+                return JournalReader(store)
+            if parts[2] == "chunks":
+                return ChunkReader(store)
+            return RuntimeReader(store)
+        folder = "/".join(parts[:-1])
+        session = self.legacy.get(folder)
+        if session is None:
+            session = self.legacy[folder] = Legacy(default_model=self.model)
+        if parts[-1] == "meta.json":
+            return LegacyMetaReader(self, session)
+        return MessagesReader(session)
+
+    def store(self, name: str) -> Store:
+        found = self.stores.get(name)
+        if found is None:
+            found = self.stores[name] = Store(name, default_model=self.model)
+        return found
+
+
+def _store_file(rest: tuple[str, ...], lead: bool) -> FileKind | None:
+    if rest == ("meta.json",):
+        return "doc" if lead else None
+    if len(rest) == 2 and rest[0] == "journal" and rest[1].endswith(".jsonl"):
+        return "jsonl"
+    if len(rest) == 2 and rest[0] == "chunks" and rest[1].endswith(".json"):
+        return "doc"
+    if len(rest) == 3 and rest[0] == "generations" and rest[2] == "runtime-state.json":
+        return "doc"
+    return None
+
+
+class LockReader:
+    """`active/<id>.lock.json`: written when a process takes the session, removed at its exit."""
+
+    def __init__(self, harness: Vibe, source: str) -> None:
+        self.harness = harness
+        self.source = source
+        self.session_id: str | None = None
+
+    def feed(self, record: object) -> list[Event]:
+        if record is None:
+            if self.session_id is None:
+                return []
+            self.harness.store(self.session_id).lock = None
+            return [LiveIndexRemoved(source=self.source)]
+        if not isinstance(record, dict) or not _valid_lock(record):
+            return []  # a torn write: nothing changes until the next one
+        self.session_id = record["session_id"]
+        entry = LiveIndexRead(
+            pid=record["process_id"],
+            session_id=record["session_id"],
+            started_at=timestamp(record.get("acquired_at")),
+            status=None,
+            source=self.source,
+            opened_after_start=True,
+        )
+        if record["session_id"] in self.harness.legacy_ids:
+            return [_derived(entry)]
+        store = self.harness.store(record["session_id"])
+        store.lock = entry
+        return store.live() if store.clock is not None else [_derived(entry)]
+
+
+def _derived(entry: LiveIndexRead) -> LiveIndexRead:
+    """A session whose status is not written (legacy) or not read yet: running while a turn is
+    open, else idle."""
+    return LiveIndexRead(
+        pid=entry.pid,
+        session_id=entry.session_id,
+        started_at=entry.started_at,
+        status=None,
+        source=entry.source,
+        derived=True,
+        opened_after_start=True,
+    )
+
+
+def _valid_lock(record: Mapping[str, Any]) -> bool:
+    pid = record.get("process_id")
+    return (
+        isinstance(pid, int)
+        and not isinstance(pid, bool)
+        and pid > 0
+        and nonempty(record.get("session_id")) is not None
+        and timestamp(record.get("acquired_at")) is not None
+    )
+
+
+class StoreMetaReader:
+    """A unified lead's `meta.json`: cwd, start time, title, model (3.0: `config`)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def feed(self, record: object) -> list[Event]:
+        root = self.store.root
+        if not isinstance(record, dict) or root is None:
+            return []
+        store = self.store
+        config = record.get("config")
+        if isinstance(config, dict):
+            store.model = nonempty(config.get("active_model")) or store.model
+        environment = record.get("environment")
+        cwd = environment.get("working_directory") if isinstance(environment, dict) else None
+        at = timestamp(record.get("start_time"))
+        store.tick(at)
+        events: list[Event] = [
+            SessionSeen(
+                session_id=root,
+                at=at or store.now(),
+                cwd=nonempty(cwd),
+                kind=store.kind,
+                model=store.model or store.default_model,
+            )
+        ]
+        title = nonempty(record.get("title"))
+        if title:
+            source: TitleSource = (
+                "harness" if record.get("title_source") in ("auto", None) else "user"
+            )
+            events.append(TitleSet(session_id=root, title=title, source=source))
+        return events
+
+
+class LegacyMetaReader(MetaReader):
+    """A legacy `meta.json`; its session id marks the session's lock as one without status."""
+
+    def __init__(self, harness: Vibe, session: Legacy) -> None:
+        super().__init__(session)
+        self.harness = harness
+
+    def feed(self, record: object) -> list[Event]:
+        if isinstance(record, dict) and nonempty(record.get("session_id")):
+            self.harness.legacy_ids.add(record["session_id"])
+        return super().feed(record)
