@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 
+from exporter.engine import Engine, Source, Stats
 from exporter.events import (
     Event,
     ModelFailed,
@@ -26,12 +30,16 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.opencode import DatabaseReader, OpenCode, tool_outcome, usage_of
+from exporter.live import process_start
+from exporter.state import State
 
+from .backends import holding
 from .conftest import FIXTURES
 
 V = FIXTURES / "opencode" / "1.18.33"
 ROOT = "ses_dd400e9faffeEmDtICinENeL8Y"
 CHILD = "ses_dd400dba6ffeX0ZuL40eBiZ0So"
+ROOT_TUI = "ses_dd3ffa08affeUoIIeAcja3uyTE"
 
 
 def rows(scenario: str) -> list[dict[str, Any]]:
@@ -229,3 +237,110 @@ def test_a_process_holding_the_database_makes_its_recent_sessions_candidates() -
     Engine([Source(OpenCode(), home, held)], state).catch_up()
     assert [e.session_id for e in state.entries.values()] == [ROOT]  # the child is no session
     assert all(e.derived and e.pid == 4242 for e in state.entries.values())
+
+
+# -- live: the recorded rows replayed into a database an `opencode` process holds open -----------
+
+INTERACTIVE = V / "interactive" / "home" / ".local" / "share" / "opencode" / "opencode.db"
+RECORDING_END = 1796034600.0  # just after the interactive recording's last row: none is quiet
+
+
+@pytest.fixture
+def replay(tmp_path: Path) -> Iterator[tuple[Path, sqlite3.Connection, list[tuple[Any, ...]]]]:
+    """The interactive recording's database emptied of its events, in WAL mode and open for
+    writing (the test is OpenCode's writer), and its rows, oldest first, to write back."""
+    home = tmp_path / "opencode"
+    home.mkdir()
+    database = home / "opencode.db"
+    shutil.copyfile(INTERACTIVE, database)
+    writer = sqlite3.connect(database, isolation_level=None)
+    recorded = writer.execute("SELECT * FROM event ORDER BY rowid").fetchall()
+    writer.execute("PRAGMA journal_mode=wal")
+    writer.execute("DELETE FROM event")
+    writer.execute("DELETE FROM event_sequence")
+    yield database, writer, recorded
+    writer.close()
+
+
+def write(writer: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    """One event row the way OpenCode commits it: the row and its session's sequence head."""
+    columns = [c[1] for c in writer.execute("PRAGMA table_info(event)")]
+    event = dict(zip(columns, row, strict=True))
+    writer.execute("BEGIN")
+    writer.execute(
+        "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, ?) "
+        "ON CONFLICT(aggregate_id) DO UPDATE SET seq = excluded.seq",
+        (event["aggregate_id"], event["seq"]),
+    )
+    writer.execute(f"INSERT INTO event VALUES ({', '.join('?' * len(row))})", row)
+    writer.execute("COMMIT")
+
+
+@pytest.fixture
+def opencode_process(
+    replay: tuple[Path, sqlite3.Connection, list[tuple[Any, ...]]],
+) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(holding(replay[0], "opencode"), stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"held\n"
+    yield process
+    process.kill()
+    process.wait()
+    process.stdout.close()
+
+
+def live_states(state: State) -> list[str]:
+    return [state.status(key, entry)[0] for key, entry in sorted(state.live.items())]
+
+
+def test_replayed_tui_session_is_running_during_each_turn_and_idle_between(
+    replay: tuple[Path, sqlite3.Connection, list[tuple[Any, ...]]],
+    opencode_process: subprocess.Popen[bytes],
+) -> None:
+    """Every recorded row written again, one commit each, while a process named `opencode`
+    holds the database: the session runs during each of its five turns (the approval dialog of
+    the first one included: OpenCode writes no pending approval) and is idle between them."""
+    database, writer, recorded = replay
+    state = State()
+    engine = Engine([Source(OpenCode(), database.parent)], state, Stats())
+    engine.catch_up()
+    seen: list[str] = []
+    for row in recorded:
+        write(writer, row)
+        engine.changed([database.with_name("opencode.db-wal")])
+        state.refresh(RECORDING_END, process_start)
+        for word in live_states(state):
+            if not seen or seen[-1] != word:
+                seen.append(word)
+    assert seen == ["idle"] + ["running", "idle"] * 5  # known before its first prompt
+    ((key, entry),) = state.live.items()
+    assert entry.pid == opencode_process.pid and key == ("opencode", ROOT_TUI)
+
+    opencode_process.kill()
+    opencode_process.wait()
+    state.refresh(RECORDING_END, process_start)
+    assert state.live == {}
+
+
+def test_a_killed_process_ends_its_open_turn_and_tool(
+    replay: tuple[Path, sqlite3.Connection, list[tuple[Any, ...]]],
+    opencode_process: subprocess.Popen[bytes],
+) -> None:
+    database, writer, recorded = replay
+    running = next(
+        i for i, row in enumerate(recorded) if '"status":"running"' in row[-1] and i > 50
+    )
+    for row in recorded[: running + 1]:  # the last turn's `sleep 30` runs
+        write(writer, row)
+    state = State()
+    Engine([Source(OpenCode(), database.parent)], state, Stats()).catch_up()
+    state.refresh(RECORDING_END, process_start)
+    assert live_states(state) == ["running"]
+    session = state.session("opencode", ROOT_TUI)
+    assert session.open_tools
+
+    opencode_process.kill()
+    opencode_process.wait()
+    state.refresh(RECORDING_END, process_start)
+    assert state.live == {}
+    assert session.turn_open_at is None and not session.open_tools
+    assert state.totals.turns[("opencode", "/home/user/work/shop-api", "interrupted")] >= 1
