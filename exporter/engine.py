@@ -180,12 +180,12 @@ class Engine:
         if kind is None or (kind == "zstd" and path.with_suffix("").exists()):
             return None
         reader = source.harness.reader(rel)
-        tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(path)
+        tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(path, text=kind == "text")
         if kind == "sqlite":
             if not isinstance(reader, TableReader):
                 return None
             tail = SqliteTail(path, reader.log)
-        elif kind != "doc":
+        elif kind not in ("doc", "text"):
             tail = JsonlTail(path) if kind == "jsonl" else ZstdJsonl(path)
         entry = _File(source, rel, reader, tail)
         self._files[path] = entry

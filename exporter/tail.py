@@ -276,8 +276,9 @@ _NOTHING = DocResult(False, None, None, 0)
 class JsonDoc:
     """A small whole-document JSON file that is rewritten in place or replaced."""
 
-    def __init__(self, path: Path, *, max_bytes: int = 1024 * 1024) -> None:
+    def __init__(self, path: Path, *, max_bytes: int = 1024 * 1024, text: bool = False) -> None:
         self.path = path
+        self._text = text  # plain text, fed as `str` (undecodable bytes replaced)
         self._max = max_bytes
         self._key: tuple[int, int, int, int] | None = None
         self._last = _NOTHING
@@ -296,7 +297,7 @@ class JsonDoc:
         if key[2] > self._max or len(raw) > self._max:
             return self._settle(key, DocResult(True, None, "too_large", len(raw)))
         try:
-            data: object = json.loads(raw)
+            data: object = raw.decode("utf-8", "replace") if self._text else json.loads(raw)
         except (ValueError, RecursionError):
             return self._settle(key, DocResult(True, None, "invalid_json", len(raw)))
         return self._settle(key, DocResult(True, data, None, len(raw)))

@@ -3,14 +3,23 @@ oh-my-pi's prompt history, and a rewrite of oh-my-pi's title line counting nothi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import sqlite3
+import subprocess
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import psutil
 
 from exporter.engine import Engine, Source
 from exporter.events import (
     Event,
+    LiveIndexRead,
+    LiveIndexRemoved,
     ModelFailed,
     ModelResponded,
     SessionSeen,
@@ -24,7 +33,9 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.pi import HistoryReader, OhMyPi, Pi, Shared, TranscriptReader
+from exporter.live import process_start
 from exporter.state import State
+from exporter.terminals import omp_terminal
 
 from .conftest import FIXTURES
 
@@ -254,6 +265,11 @@ def test_layout_and_home() -> None:
         assert pi.match(PurePosixPath(other)) is None
         assert omp.match(PurePosixPath(other)) is None
     assert pi.match(PurePosixPath("agent/history.db")) is None
+    presence = PurePosixPath("run/daemons/2713688f2bb793c7/clients/41-0d23f686-55c2.json")
+    assert omp.match(presence) == "doc" and pi.match(presence) is None
+    assert omp.match(PurePosixPath("run/daemons/2713688f2bb793c7/broker.pid")) is None
+    assert omp.match(PurePosixPath("agent/terminal-sessions/pts-0")) == "text"
+    assert pi.match(PurePosixPath("agent/terminal-sessions/pts-0")) is None
     assert Pi.default_home({"PI_CODING_AGENT_DIR": "/p"}) == Path("/p")
     assert Pi.default_home({"HOME": "/home/u"}) == Path("/home/u/.pi/agent")
     assert OhMyPi.default_home({"HOME": "/home/u"}) == Path("/home/u/.omp")
@@ -288,3 +304,201 @@ def test_a_rewritten_title_line_counts_nothing_twice(tmp_path: Path) -> None:
     assert after == before
     assert sum(state.totals.sessions.values()) == 1
     assert state.sessions[key].title == "Renamed by hand here!"
+
+
+# -- oh-my-pi's running processes -----------------------------------------------------------------
+
+
+def timeline(folder: Path) -> tuple[dict[str, Any], list[tuple[int, str, object]]]:
+    """The recorded TUI run and its changes in the order they happened: the presence file and
+    the breadcrumb as written, the transcript's line count, a prompt-history row per typed line."""
+    (run,) = json.loads((folder / "runs.json").read_text())["runs"]
+    changes: list[tuple[int, str, object]] = []
+    for line in (folder / "live-timeline.jsonl").read_text().splitlines():
+        change = json.loads(line)
+        name = change["file"]
+        if "/clients/" in name or name.startswith("agent/terminal-sessions/"):
+            changes.append((change["t_ms"], name, change.get("doc", change.get("text"))))
+        elif name.startswith("agent/sessions/") and change["event"] != "gone":
+            changes.append((change["t_ms"], "transcript", change["lines"]))
+    with contextlib.closing(sqlite3.connect(folder / "home" / "agent" / "history.db")) as db:
+        query = "SELECT id, prompt, created_at, cwd, session_id FROM history ORDER BY id"
+        columns = ("id", "prompt", "created_at", "cwd", "session_id")
+        rows = [dict(zip(columns, row, strict=True)) for row in db.execute(query)]
+    typed = [d["t_ms"] for d in run["driver"] if (d["keys"] or "").endswith("<Enter>")]
+    changes += [(t, "agent/history.db", row) for t, row in zip(typed, rows, strict=True)]
+    return run, sorted(changes, key=lambda change: change[0])
+
+
+def replay(scenario: str) -> tuple[list[str], State]:
+    """One recorded TUI run replayed through oh-my-pi's readers, its process alive until it
+    exited or was killed: the live states a scrape would have shown, each change once."""
+    folder = OMP / scenario
+    run, changes = timeline(folder)
+    pid, terminal = run["pid"], run["tty"].removeprefix("/dev/").replace("/", "-")
+    killed = [d["t_ms"] for d in run["driver"] if d.get("event") == "SIGKILL"]
+    gone_at = killed[0] if killed else run["end_ms"]
+    harness = OhMyPi(terminal=lambda p: (terminal, 1000.0) if p == pid else None)
+    transcripts = list((folder / "home").glob("agent/sessions/*/*.jsonl"))  # none if killed
+    rel = (
+        PurePosixPath(transcripts[0].relative_to(folder / "home").as_posix())
+        if transcripts
+        else None
+    )
+    entries = [json.loads(line) for t in transcripts for line in t.read_text().splitlines()]
+    readers: dict[str, Any] = {}
+    state, seen, written, now = State(), list[str](), 0, 0.0
+    for t_ms, name, record in [*changes, (gone_at, "", None)]:  # then the process is gone
+        if not name:
+            state.refresh(now, lambda p: None)
+            seen += [] if seen[-1] == "none" or state.live else ["none"]
+            break
+        reader = readers.setdefault(
+            name, harness.reader(rel if rel and name == "transcript" else PurePosixPath(name))
+        )
+        if name == "transcript":
+            records, written = entries[written : int(str(record))], int(str(record))
+        else:
+            records = [record]
+        for event in feed(reader, records):
+            state.apply("oh-my-pi", event)
+        now = max((s.updated_at or 0.0 for s in state.sessions.values()), default=0.0) + 1.0
+        state.refresh(now, lambda p, t=t_ms: 1000.0 if p == pid and t < gone_at else None)
+        words = [state.status(key, entry)[0] for key, entry in state.live.items()] or ["none"]
+        for word in words:
+            if seen[-1:] != [word] and (seen or word != "none"):
+                seen.append(word)
+    return seen, state
+
+
+def test_a_tui_process_shows_its_terminals_session_running_per_turn_then_none() -> None:
+    """Idle from its breadcrumb on, running from the prompt (before the transcript's first
+    write, from the prompt history), idle once it is written, running during the `sleep 4`
+    turn, idle, and no longer live when its presence file is removed at /exit."""
+    seen, state = replay("interactive-live")
+    assert seen == ["idle", "running", "idle", "running", "idle", "none"]  # before it exited
+    assert state.entries == {}
+
+
+def test_esc_ends_the_first_turn_and_the_transcript_is_then_written() -> None:
+    seen, state = replay("interactive-esc")
+    assert seen == ["idle", "running", "idle", "none"]  # the 2nd turn: within one 100 ms sample
+    assert state.entries == {}
+
+
+def test_a_killed_process_leaves_its_presence_file_and_its_session_is_not_live() -> None:
+    seen, state = replay("killed-mid-turn")
+    assert seen == ["idle", "running", "none"]  # the SIGKILL: no session_exit, no transcript
+    assert state.live == {} and len(state.entries) == 1  # the file stays; its pid is gone
+
+
+def test_a_process_without_a_terminal_or_breadcrumb_shows_nothing() -> None:
+    doc = {"pid": 41, "id": "41-x", "projectDir": "/w"}
+    rel = PurePosixPath("run/daemons/2713688f2bb793c7/clients/41-0d23f686-55c2.json")
+    crumb = "/w\n/h/.omp/agent/sessions/-w/2026-11-30T10-33-19-423Z_01a22c04-273f.jsonl\nfresh\n"
+    no_terminal = OhMyPi(terminal=lambda pid: None)
+    no_terminal.reader(PurePosixPath("agent/terminal-sessions/pts-1")).feed(crumb)
+    assert no_terminal.reader(rel).feed(doc) == []
+    elsewhere = OhMyPi(terminal=lambda pid: ("pts-2", 5.0))
+    elsewhere.reader(PurePosixPath("agent/terminal-sessions/pts-1")).feed(crumb)
+    assert elsewhere.reader(rel).feed(doc) == []
+    wrong_pid = OhMyPi(terminal=lambda pid: ("pts-1", 5.0))
+    wrong_pid.reader(PurePosixPath("agent/terminal-sessions/pts-1")).feed(crumb)
+    assert wrong_pid.reader(rel).feed({**doc, "pid": 42}) == []
+
+
+def test_a_new_session_on_the_terminal_moves_the_process_entry() -> None:
+    harness = OhMyPi(terminal=lambda pid: ("pts-1", 5.0))
+    rel = PurePosixPath("run/daemons/2713688f2bb793c7/clients/41-0d23f686-55c2.json")
+    crumbs = harness.reader(PurePosixPath("agent/terminal-sessions/pts-1"))
+    (first,) = [
+        *crumbs.feed("/w\n/h/s/-w/t_aaaa-1.jsonl\nfresh\n"),
+        *harness.reader(rel).feed({"pid": 41, "id": "41-x", "projectDir": "/w"}),
+    ][-1:]
+    assert isinstance(first, LiveIndexRead) and first.session_id == "aaaa-1"
+    assert first.status == "idle" and first.started_at == 5.0 and first.source == rel.as_posix()
+    (moved,) = crumbs.feed("/w\n/h/s/-w/t_bbbb-2.jsonl\n")
+    assert isinstance(moved, LiveIndexRead) and moved.session_id == "bbbb-2"
+    assert moved.source == first.source  # one entry per process
+    assert crumbs.feed(None) == [LiveIndexRemoved(source=first.source)]
+    assert harness.reader(rel).feed(None) == [LiveIndexRemoved(source=first.source)]
+
+
+def test_omp_terminal_names_a_real_processes_terminal_like_omp_does() -> None:
+    ttys = [os.openpty() for _ in range(2)]  # one each: a terminal controls one session only
+    names = [os.ttyname(secondary).removeprefix("/dev/").replace("/", "-") for _, secondary in ttys]
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        for program, (_, secondary) in zip(("omp", "vim"), ttys, strict=True):
+            command = ["setsid", "--ctty", "bash", "-c", f"exec -a {program} sleep 60"]
+            started.append(subprocess.Popen(command, stdin=secondary, stdout=subprocess.DEVNULL))
+        command = ["bash", "-c", "exec -a omp sleep 60"]  # `omp -p` fed by a pipe
+        started.append(subprocess.Popen(command, stdin=subprocess.PIPE))
+        omp, other, piped = started
+        found = wait_for(lambda: omp_terminal(omp.pid))
+        assert found is not None and found[0] == names[0]
+        assert abs(found[1] - psutil.Process(omp.pid).create_time()) < 0.01
+        assert wait_for(lambda: psutil.Process(other.pid).terminal()) == os.ttyname(ttys[1][1])
+        assert omp_terminal(other.pid) is None  # a pid of another program
+        assert wait_for(lambda: "omp" in psutil.Process(piped.pid).cmdline())
+        assert omp_terminal(piped.pid) is None  # no terminal on its input: no breadcrumb
+        omp.kill()
+        omp.wait()
+        assert omp_terminal(omp.pid) is None
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+            if process.stdin is not None:
+                process.stdin.close()
+        for fd in (fd for pair in ttys for fd in pair):
+            os.close(fd)
+
+
+def wait_for(check: Any, deadline: float = 10.0) -> Any:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    return None
+
+
+def test_a_real_omp_process_on_a_terminal_makes_its_session_live(tmp_path: Path) -> None:
+    """The live snapshot of the recording (the `sleep 4` turn open), its presence file and
+    breadcrumb rewritten for a real process named omp on a fresh terminal: running, then idle
+    once the rest of the transcript is written, then not live once the process is killed."""
+    home = tmp_path / ".omp"
+    shutil.copytree(OMP / "interactive-live" / "home-live", home)
+    (transcript,) = home.glob("agent/sessions/*/*.jsonl")
+    rest = (OMP / "interactive-live" / "home" / transcript.relative_to(home)).read_text()
+    primary, secondary = os.openpty()
+    command = ["setsid", "--ctty", "bash", "-c", "exec -a omp sleep 60"]
+    process = subprocess.Popen(command, stdin=secondary, stdout=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: omp_terminal(process.pid)) is not None
+        for old in home.glob("run/daemons/*/clients/*.json"):
+            old.unlink()
+            doc = {"pid": process.pid, "id": f"{process.pid}-x", "projectDir": "/w"}
+            (old.parent / f"{process.pid}-0d23f686.json").write_text(json.dumps(doc))
+        (crumb,) = home.glob("agent/terminal-sessions/*")
+        crumb.rename(crumb.with_name(os.ttyname(secondary).removeprefix("/dev/").replace("/", "-")))
+        state = State()
+        engine = Engine([Source(OhMyPi(), home)], state)
+        engine.catch_up()
+        state.refresh(time.time(), process_start)
+        assert [state.status(k, e)[0] for k, e in state.live.items()] == ["running"]
+        transcript.write_text(rest)
+        engine.changed([transcript])
+        state.refresh(time.time(), process_start)
+        assert [state.status(k, e)[0] for k, e in state.live.items()] == ["idle"]
+        process.kill()
+        process.wait()
+        state.refresh(time.time(), process_start)
+        assert state.live == {}
+    finally:
+        process.kill()
+        process.wait()
+        os.close(primary)
+        os.close(secondary)

@@ -18,9 +18,10 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from ..events import Event
 
-FileKind = Literal["jsonl", "zstd", "doc", "sqlite"]
+FileKind = Literal["jsonl", "zstd", "doc", "sqlite", "text"]
 """An appended JSONL file, a zstd-compressed JSONL file (read whole), a whole JSON document, a
-SQLite database (its reader says which table to follow: `TableReader`)."""
+SQLite database (its reader says which table to follow: `TableReader`), a small plain-text file
+(read whole, fed as `str`)."""
 
 
 class RecordRejected(ValueError):

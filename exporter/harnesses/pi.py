@@ -1,7 +1,7 @@
 """pi (`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`) and oh-my-pi (`~/.omp`): one transcript format.
 
-Files read (everything else is left alone: `auth.json`, `models.json`/`models.yml`, the SQLite
-stores, logs, presence files and terminal breadcrumbs):
+Files read (everything else is left alone: `auth.json`, `models.json`/`models.yml`, the other
+SQLite stores, logs, caches):
 
 - pi: `sessions/--<cwd, '/' → '-'>--/<ISO time>_<uuidv7>.jsonl` below its agent folder.
 - oh-my-pi: `agent/sessions/<bucket>/<ISO time>_<uuidv7>.jsonl`, and its sub-agents in
@@ -11,6 +11,8 @@ stores, logs, presence files and terminal breadcrumbs):
   headless, and a session killed before its transcript was first written is known from there
   alone (its cwd and first prompt; its turn is not counted, a history row cannot be matched to a
   transcript's prompt entry).
+- oh-my-pi's presence files `run/daemons/<hash>/clients/<pid>-<uuid>.json` and terminal
+  breadcrumbs `agent/terminal-sessions/<terminal>`: which sessions run (`pi_live`).
 
 A transcript is a list of entries forming a tree by `id`/`parentId` (every entry is counted,
 whichever branch it lies on): `session{id, timestamp, cwd}`, `model_change`, `message` whose
@@ -25,7 +27,7 @@ Tokens are a 1:1 copy of the provider's usage (input = input, output = output, c
 cacheRead, cache_write = cacheWrite), one response per `responseId`. A user message starts a
 turn; `stop`/`length` end it completed, `error` failed (not a response: no `responseId`, zero
 usage), `aborted` interrupted; oh-my-pi's `session_exit` ends a turn still open interrupted.
-Neither agent records approvals or a live state.
+Neither agent records approvals; pi leaves no trace of a running process.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ from ..events import (
     TurnStarted,
     Usage,
 )
+from ..terminals import omp_terminal
 from .base import FileKind, FileReader, TableLog
 from .fields import count, home, nonempty, timestamp
+from .pi_live import BREADCRUMBS, PRESENCE, BreadcrumbReader, Live, Lookup, PresenceReader
 
 _TRANSCRIPT = re.compile(r"^[^/]+_([0-9A-Za-z-]+)\.jsonl$")
 _FOLDER = re.compile(r"^[^/]+_([0-9A-Za-z-]+)$")
@@ -87,6 +91,7 @@ class Shared:
     fed: dict[PurePosixPath, int] = field(default_factory=dict)
     interactive: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
+    live: Live | None = None  # oh-my-pi: its running processes and what their sessions do
 
 
 class _PiFamily:
@@ -106,6 +111,11 @@ class _PiFamily:
     def match(self, rel: PurePosixPath) -> FileKind | None:
         if self.history and rel.as_posix() == HISTORY:
             return "sqlite"
+        if self.shared.live is not None:
+            if PRESENCE.match(rel.as_posix()):
+                return "doc"
+            if rel.parts[:-1] == BREADCRUMBS:
+                return "text"  # plain text, read whole
         parts, depth = rel.parts, len(self.sessions)
         if parts[:depth] != self.sessions or not parts[-1].endswith(".jsonl"):
             return None
@@ -118,6 +128,10 @@ class _PiFamily:
     def reader(self, rel: PurePosixPath) -> FileReader:
         if rel.as_posix() == HISTORY:
             return HistoryReader(self.shared)
+        if self.shared.live is not None and PRESENCE.match(rel.as_posix()):
+            return PresenceReader(self.shared.live, rel)
+        if self.shared.live is not None and rel.parts[:-1] == BREADCRUMBS:
+            return BreadcrumbReader(self.shared.live, rel)
         folder = _FOLDER.match(rel.parts[-2])
         if folder is None or len(rel.parts) != len(self.sessions) + 3:
             return TranscriptReader(self.shared, rel)
@@ -139,9 +153,19 @@ class OhMyPi(_PiFamily):
     name: ClassVar[str] = "oh-my-pi"
     home_flag: ClassVar[str] = "omp.home"
     sessions: ClassVar[tuple[str, ...]] = ("agent", "sessions")
-    watch_dirs: ClassVar[tuple[str, ...]] = ("agent/sessions", HISTORY, f"{HISTORY}-wal")
+    watch_dirs: ClassVar[tuple[str, ...]] = (
+        "agent/sessions",
+        HISTORY,
+        f"{HISTORY}-wal",
+        "run/daemons",
+        "/".join(BREADCRUMBS),
+    )
     history: ClassVar[bool] = True
     subagents: ClassVar[bool] = True
+
+    def __init__(self, terminal: Lookup = omp_terminal) -> None:
+        """`terminal`: a running process's terminal and start time (the I/O of liveness)."""
+        self.shared = Shared(self.history, live=Live(terminal))
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
@@ -219,12 +243,29 @@ class TranscriptReader:
             return []
         if record.get("type") == "title":
             return self._title(record)
+        before = self.turn
         events = self._entry(record)
         if self.count <= self.replay:
             events = []  # an earlier reader of this file told it: only the state is rebuilt
         if record.get("type") == "session" and self.title is not None:
             events += self._title({"title": self.title[0], "source": self.title[1]})  # line 1
-        return events
+        return events + self._live(before)
+
+    def _live(self, before: str | None) -> list[Event]:
+        """oh-my-pi: the session's processes, again, when its turn opened or closed."""
+        live, session = self.shared.live, self.session_id
+        if live is None or session is None or not self.main:
+            return []
+        live.activity[session] = max(live.activity.get(session, 0.0), self.at)
+        first = session not in live.written
+        live.written.add(session)
+        if self.turn is not None and before is None:
+            live.open_turns[session] = self.at
+        elif self.turn is None and before is not None:
+            live.open_turns.pop(session, None)
+        elif not first:
+            return []
+        return live.showing(session)
 
     def _entry(self, entry: Mapping[str, Any]) -> list[Event]:
         self.at = max(self.at, when(entry) or 0.0)
@@ -464,6 +505,10 @@ class HistoryReader:
         if session is None or not isinstance(at, int) or session in self.shared.interactive:
             return []
         self.shared.interactive.add(session)
+        live: list[Event] = []  # oh-my-pi: a prompt before the first write is a running turn
+        if self.shared.live is not None:
+            self.shared.live.prompted[session] = float(at)
+            live = self.shared.live.showing(session)
         seen = SessionSeen(
             session_id=session,
             at=float(at),
@@ -472,9 +517,9 @@ class HistoryReader:
             main=session in self.shared.seen,  # a transcript read before: only the kind
         )
         if prompt is None:
-            return [seen]
+            return [seen, *live]
         title = " ".join(prompt.split())[:TITLE_MAX]
-        return [seen, TitleSet(session_id=session, title=title, source="prompt")]
+        return [seen, TitleSet(session_id=session, title=title, source="prompt"), *live]
 
 
 __all__ = ["HistoryReader", "OhMyPi", "Pi", "TranscriptReader"]
