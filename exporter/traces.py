@@ -154,6 +154,8 @@ class SpanWriter:
     def responded(
         self, session: Session, sub: Subagent | None, event: ModelResponded, usage: Usage
     ) -> None:
+        if event.carried:
+            return  # usage of responses whose records are gone: no call to show
         lane = self._lane(session, sub)
         chat = self._chats.get(lane)
         if chat is not None and chat.message_id == event.message_id:

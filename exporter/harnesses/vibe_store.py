@@ -14,6 +14,7 @@ entry) or, for the calls the runtime runs without an action of their own (`run_t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,9 @@ class Store:
     pending: list[tuple[str, Any]] = field(default_factory=list)  # waiting for `root`
     announced: bool = False  # a sub-agent's start was told
     kind_told: bool = False
+    told: dict[str, Usage] = field(default_factory=dict)  # responses told, by action id
+    history: list[Any] = field(default_factory=list)  # checkpoint conversations held back
+    after_turn: Callable[[Store, Any], list[Event]] | None = None  # tells them
     prompts: dict[str, str | None] = field(default_factory=dict)  # turn id → its prompt
     ended_turns: set[str] = field(default_factory=set)  # a sub-agent's ended turns
 
@@ -126,12 +130,16 @@ class Store:
         finish: str | None = None,
         text: str | None = None,
         carried: bool = False,
+        at: float | None = None,
     ) -> list[Event]:
-        assert self.root is not None
+        told = self.told.get(action_id)
+        if self.root is None or (told is not None and told.max(used) == told):
+            return []  # told already (a snapshot read again, or a later generation's copy)
+        self.told[action_id] = used if told is None else told.max(used)
         return [
             ModelResponded(
                 session_id=self.root,
-                at=self.now(),
+                at=at or self.now(),
                 message_id=action_id,
                 model=self.the_model(),
                 usage=used,
@@ -198,7 +206,12 @@ class Store:
         outcome = "interrupted" if self.turn_broken and outcome == "completed" else outcome
         events = self.settle_calls("cancelled" if outcome != "completed" else None)
         self.open_turn = None
-        return [*events, TurnEnded(session_id=self.root, at=self.now(), outcome=outcome)]
+        events.append(TurnEnded(session_id=self.root, at=self.now(), outcome=outcome))
+        if self.history and self.after_turn is not None:
+            held, self.history = self.history, []
+            for items in held:
+                events += self.after_turn(self, items)
+        return events
 
     def child_ended(self, outcome: TurnOutcome) -> list[Event]:
         if self.lead or self.root is None:

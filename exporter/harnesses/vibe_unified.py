@@ -196,7 +196,8 @@ def _entry(store: Store, entry: dict[str, Any]) -> list[Event]:
                 store.turn_broken = True
             return []
         action = action_of(entry_id, "assistant-")
-        return store.responded(action, usage(None)) if action else []
+        at = timestamp(entry.get("createdAt"))
+        return store.responded(action, usage(None), at=at) if action else []
     return []
 
 
@@ -206,7 +207,12 @@ def _is_history(value: object) -> bool:
 
 def _history(store: Store, items: list[Any]) -> list[Event]:
     """A checkpoint's conversation (what the model is sent again): the model's tool calls and
-    their results, by the model's call ids, with no times of their own."""
+    their results, by the model's call ids, with no times of their own. Told between turns (held
+    while one is open), so that no call of an older turn lands in the open one; the open turn's
+    own calls are told by the journal first."""
+    if store.open_turn is not None:
+        store.history.append(items)
+        return []
     events: list[Event] = []
     for item in items:
         message = item.get("message") if _is_history(item) else None
@@ -220,6 +226,10 @@ def _history(store: Store, items: list[Any]) -> list[Event]:
             outcome = _history_outcome(message)
             events += store.tool_ended(message["tool_call_id"], outcome)
     return events
+
+
+def told_history(store: Store, items: Any) -> list[Event]:
+    return _history(store, items)
 
 
 def _is_call(part: object) -> bool:
