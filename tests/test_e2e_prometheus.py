@@ -153,3 +153,54 @@ def test_prometheus_sees_a_live_codex_thread(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+def test_prometheus_sees_a_vibe_session_wait_for_approval(tmp_path: Path) -> None:
+    """The copies of a real Vibe 3.0.2 TUI session, written in order under a running exporter: an
+    approval dialog is needs_user (tool bash), the next turn runs, `/exit` ends it; the session's
+    lock names a live process (a `sleep` standing in for Vibe)."""
+    import json
+    from datetime import UTC, datetime
+
+    from .test_vibe import VIBE, sessions_of, steps, sync
+
+    scenario = VIBE / "3.0.2" / "tui"
+    vibe_home = tmp_path / ".vibe"
+    folder = vibe_home / "logs" / "session"
+    folder.mkdir(parents=True)
+    stand_in = subprocess.Popen(["sleep", "300"])
+
+    def replay(step: Path) -> None:
+        sync(folder, step)
+        for lock in folder.glob("active/*.lock.json"):
+            doc = json.loads(lock.read_text())
+            doc["process_id"] = stand_in.pid
+            doc["acquired_at"] = datetime.now(UTC).isoformat()
+            lock.write_text(json.dumps(doc))
+
+    try:
+        with (
+            run_exporter(tmp_path / "claude", tmp_path, "--vibe.home", str(vibe_home)) as exporter,
+            run_prometheus(tmp_path, prometheus_config(exporter.removeprefix("http://"))) as prom,
+        ):
+            approval, _, running, _, final = steps(scenario)
+            replay(approval)
+            waiting = 'coding_agent_session_state{agent="vibe",state="needs_user"} == 1'
+            (series,) = wait_for("vibe waits for approval", lambda: query(prom, waiting))
+            assert series["metric"]["reason"] == "bash"
+            replay(running)
+            busy = 'coding_agent_session_state{agent="vibe",state="running"} == 1'
+            wait_for("vibe runs the next turn", lambda: query(prom, busy))
+            replay(final)
+            assert final == sessions_of(scenario)
+            gone = 'sum(coding_agent_sessions{agent="vibe"}) == 0'
+            wait_for("vibe exited", lambda: query(prom, gone))
+            facts = expected(scenario)["home"]
+            total = 'sum(coding_agent_tokens_total{agent="vibe"})'
+            (tokens,) = wait_for("vibe tokens", lambda: query(prom, f"{total} > 0"))
+            assert float(tokens["value"][1]) == sum(facts["tokens"].values())
+            turns = 'sum(coding_agent_turns_total{agent="vibe"})'
+            assert float(query(prom, turns)[0]["value"][1]) == 4
+    finally:
+        stand_in.kill()
+        stand_in.wait()

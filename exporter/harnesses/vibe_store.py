@@ -79,9 +79,8 @@ class Store:
     waiting: dict[str, str] = field(default_factory=dict)  # approval callback id → tool
     status_at: float | None = None
     last_seq: int = 0
-    last_hash: str | None = None
-    carried: bool = False  # the usage before the journal was taken from the first envelope
-    before_first_envelope: Usage = field(default_factory=Usage)
+    journal_usage: Usage = field(default_factory=Usage)  # of the responses the journal showed
+    unseen: Usage = field(default_factory=Usage)  # in `tokenUsage`, not in the journal
     requested: dict[str, float] = field(default_factory=dict)  # completion action → asked at
     calls: dict[str, str] = field(default_factory=dict)  # model call id → tool, not yet run
     actions: dict[str, str] = field(default_factory=dict)  # running tool action → model call id
@@ -195,6 +194,7 @@ class Store:
         if not self.lead or turn_id in self.turns or self.root is None:
             return []
         events = self.turn_ended(self.open_turn, "interrupted") if self.open_turn else []
+        self.waiting.clear()  # an approval belongs to its turn
         self.turns.add(turn_id)
         self.open_turn, self.turn_broken = turn_id, False
         at = self.tick(at) or self.now()
@@ -206,6 +206,7 @@ class Store:
         outcome = "interrupted" if self.turn_broken and outcome == "completed" else outcome
         events = self.settle_calls("cancelled" if outcome != "completed" else None)
         self.open_turn = None
+        self.waiting.clear()
         events.append(TurnEnded(session_id=self.root, at=self.now(), outcome=outcome))
         if self.history and self.after_turn is not None:
             held, self.history = self.history, []

@@ -2,8 +2,9 @@
 
 - `journal/<first sequence>.jsonl`: the event-sourced journal, one hash-chained record per line
   (`record_sha256` = SHA-256 of the record without that key, as sorted compact JSON;
-  `previous_record_sha256` = the record before). A record whose hash is wrong, or that does not
-  follow the record before it, is rejected (counted as `bad_hash` / `chain_break`), never guessed.
+  `previous_record_sha256` = the record before in the same segment; a segment's first record
+  links to nothing). A record whose hash is wrong, or that does not follow the record before
+  it, is rejected (counted as `bad_hash` / `chain_break`), never guessed.
   Turns come from the projection envelope's `latestTurn`, responses and their usage from
   `completion_succeeded` results, tools from `tool` actions and from the model's calls that the
   runtime runs itself, approvals from `callback_registered` / `callback_resolved`.
@@ -12,9 +13,12 @@
 - `generations/<n>/runtime-state.json`: every completion of the session (`actions`), the model,
   and a sub-agent's parent.
 
-The usage of responses whose journal is gone is not in any entry: it is the store's cumulative
-`tokenUsage` at the first envelope read, less what the journal showed before it, added once as
-carried usage (tokens without a message).
+The usage of responses whose journal is gone (deleted before it was read: history, or records
+missed while following) is in no entry: every envelope's cumulative `tokenUsage`, less the
+usage of the responses the journal showed, is that; the largest such remainder is counted as
+carried usage (tokens without a message). 2.26 resets `tokenUsage` when it writes a generation
+mid-turn: a remainder never goes down, so a reset costs nothing, but what a reset hid before
+the journal that was read cannot be recovered.
 """
 
 from __future__ import annotations
@@ -52,26 +56,29 @@ def record_hash(record: dict[str, Any]) -> str:
 
 
 class JournalReader:
-    """One journal segment; the chain and the sequence continue across a store's segments."""
+    """One journal segment. Each segment is a chain of its own (its first record links to
+    nothing); sequence numbers run on across a store's segments, so a segment read again (a
+    copy saved over it) tells nothing twice."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.last_hash: str | None = None
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict) or not isinstance(record.get("sequence"), int):
             return []
-        store = self.store
-        sequence = record["sequence"]
-        if sequence <= store.last_seq:
-            return []  # read before (a segment read again)
+        store, sequence = self.store, record["sequence"]
         digest = record_hash(record)
         if record.get("record_sha256") != digest:
             raise RecordRejected("bad_hash", f"journal record {sequence}: hash does not match")
-        follows = sequence == store.last_seq + 1 and store.last_hash is not None
-        broken = follows and record.get("previous_record_sha256") != store.last_hash
-        store.last_seq, store.last_hash = sequence, digest
-        if broken:
+        previous, self.last_hash = self.last_hash, digest
+        if previous is not None and record.get("previous_record_sha256") != previous:
             raise RecordRejected("chain_break", f"journal record {sequence}: chain broken")
+        if sequence <= store.last_seq:
+            return []  # read before
+        if store.last_seq and sequence > store.last_seq + 1:
+            store.waiting.clear()  # records were missed (deleted unread): their answers too
+        store.last_seq = sequence
         return feed_store(store, "journal", record)
 
 
@@ -318,11 +325,11 @@ def _envelope(store: Store, state: dict[str, Any]) -> list[Event]:
     session = state.get("session") if isinstance(state.get("session"), dict) else {}
     assert isinstance(session, dict)
     store.tick(timestamp(session.get("updatedAt")))
-    if not store.carried and "tokenUsage" in session:
-        store.carried = True
-        carried = at_least_zero(usage(session.get("tokenUsage")).minus(store.before_first_envelope))
-        if carried != Usage():
-            events += store.responded(f"{store.name}:before-journal", carried, carried=True)
+    if "tokenUsage" in session:  # what the journal did not show response by response
+        unseen = at_least_zero(usage(session["tokenUsage"]).minus(store.journal_usage))
+        store.unseen = store.unseen.max(unseen)
+        if store.unseen != Usage():
+            events += store.responded(f"{store.name}:unseen", store.unseen, carried=True)
     turn = state.get("latestTurn")
     if isinstance(turn, dict) and store.lead and not store.kind_told and store.root:
         store.kind = store.kind or ("interactive" if turn.get("queueItemId") else "headless")
@@ -378,8 +385,7 @@ def _result(store: Store, payload: dict[str, Any]) -> list[Event]:
     assert isinstance(inner, dict)
     if kind == "completion_succeeded":
         used = usage(inner.get("usage"))
-        if not store.carried:
-            store.before_first_envelope = store.before_first_envelope.plus(used)
+        store.journal_usage = store.journal_usage.plus(used)
         events = store.responded(
             action,
             used,
