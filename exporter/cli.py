@@ -19,6 +19,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from . import webconfig
+from .cache import Cache
 from .checkpoint import Checkpoint
 from .config import Config, parse
 from .engine import Engine, Source, Stats
@@ -68,6 +69,7 @@ class App:
         clock: Callable[[], float] = time.time,
         probe: Probe = process_start,
         spans: Spans | None = None,
+        cache: bool = False,
     ) -> None:
         self.config, self.clock, self.probe, self.spans = config, clock, probe, spans
         self.state = State(spans.writer if spans is not None else None)
@@ -77,7 +79,10 @@ class App:
         sources = [
             Source(make(name, config.models.get(name)), home) for name, home in config.homes.items()
         ]
-        self.engine = Engine(sources, self.state, self.stats)
+        store = None  # no catch-up cache under traces: spans need the turns seen as they are read
+        if cache and spans is None and config.state_dir is not None:
+            store = Cache(config.state_dir, [(s.harness.name, s.home) for s in sources])
+        self.engine = Engine(sources, self.state, self.stats, store)
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)
         collector = StateCollector(self.state, agents, config.project, clock=clock, probe=probe)
@@ -162,7 +167,7 @@ def serve(config: Config) -> int:
     except ValueError as error:
         log.error("traces: %s", error)
         return 2
-    app = App(config, spans=spans)
+    app = App(config, spans=spans, cache=True)
     ready, stop = threading.Event(), threading.Event()
 
     def page() -> str:
@@ -192,6 +197,7 @@ def serve(config: Config) -> int:
     try:
         app.catch_up()
         ready.set()
+        app.engine.save_cache()
         last_rescan = time.monotonic()
         while not stop.is_set():
             changed = watcher.changed(timeout=1.0)
@@ -213,8 +219,9 @@ def serve(config: Config) -> int:
 
 
 def _sessions(config: Config) -> int:
-    app = App(config, process_metrics=False)
+    app = App(config, process_metrics=False, cache=True)
     app.catch_up()
+    app.engine.save_cache()
     rows = session_rows(app.state, config.project, history=config.all, internal=config.internal)
     if config.json:
         print(json.dumps(rows, indent=2))
@@ -226,9 +233,11 @@ def _sessions(config: Config) -> int:
 
 
 def _metrics(config: Config) -> int:
-    app = App(config)
+    app = App(config, cache=True)
     app.catch_up()
     sys.stdout.write(generate_latest(app.registry).decode())
+    sys.stdout.flush()
+    app.engine.save_cache()
     return 0
 
 

@@ -15,14 +15,16 @@ reason, and reading goes on.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
+from .cache import Cache, Snapshot
+from .decode import loads
 from .events import Event
 from .harnesses import FileReader, Harness, RecordRejected, TableReader
 from .holders import HeldSessions
@@ -61,18 +63,31 @@ class Source:
 @dataclass(slots=True)
 class _File:
     source: Source
-    rel: PurePosixPath
+    path: Path
     reader: FileReader
     tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail
 
+    @property
+    def rel(self) -> PurePosixPath:
+        return _rel(self.path, self.source)
+
 
 class Engine:
-    def __init__(self, sources: Iterable[Source], state: State, stats: Stats | None = None) -> None:
+    def __init__(
+        self,
+        sources: Iterable[Source],
+        state: State,
+        stats: Stats | None = None,
+        cache: Cache | None = None,
+    ) -> None:
         self.sources = list(sources)
         self.state = state
         self.stats = stats or Stats()
+        self.cache = cache
         self._files: dict[Path, _File] = {}
         self._logged: set[tuple[Path, str]] = set()
+        self._pending: bytes | None = None  # the cache's new content, not written yet
+        self._cached = False  # reading on from the cache's result: a replaced file is stale
 
     @property
     def roots(self) -> list[Path]:
@@ -81,18 +96,49 @@ class Engine:
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Read every file once, in an order that depends on the paths alone (shallow ones
         first, then by name), never on modification times, which a copy or a checkout reshuffles:
-        the same files always give the same counts, sessions and spans."""
-        found: list[tuple[float, Path, Source]] = []
+        the same files always give the same counts, sessions and spans.
+
+        With a cache, the last catch-up's result is loaded first, then only what changed since
+        is read (`cache`); the result is taken for the cache before any process is probed."""
+        found: list[tuple[Path, Source]] = []
         for source in self.sources:
             found += self._scan(source)
-        found.sort(key=lambda item: (len(item[1].parts), str(item[1])))
-        for done, (_, path, source) in enumerate(found, 1):
-            self._read(path, source)
-            if progress is not None:
-                progress(done, len(found))
+        found.sort(key=lambda item: (len(item[0].parts), str(item[0])))
+        fresh = self._restore()
+        read_before = sum(self.stats.bytes_read.values())
+        try:
+            if fresh is not None and not self._files.keys() <= {path for path, _ in found}:
+                raise _Stale("a file is gone")
+            self._read_all(found, progress, cached=fresh is not None)
+        except _Stale as why:  # counters are rebuilt from today's files: read them all
+            log.info("catch-up cache: %s since it was written: reading all files", why)
+            assert fresh is not None  # only reading on from the cache's result raises
+            self._install(fresh)
+            fresh = None
+            self._read_all(found, progress, cached=False)
+        unchanged = sum(self.stats.bytes_read.values()) == read_before
+        if self.cache is not None and not (fresh is not None and unchanged):
+            with self.state.lock:  # what the files say, before the processes and the clock
+                self._pending = self.cache.dumps(self._snapshot())
         for source in self.sources:
             if source.held is not None:
                 self._apply(source, source.held.probe(list(source.held.sessions)))
+
+    def _read_all(
+        self,
+        found: list[tuple[Path, Source]],
+        progress: Callable[[int, int], None] | None,
+        *,
+        cached: bool,
+    ) -> None:
+        self._cached = cached
+        try:
+            for done, (path, source) in enumerate(found, 1):
+                self._read(path, source)
+                if progress is not None:
+                    progress(done, len(found))
+        finally:
+            self._cached = False
 
     def changed(self, paths: Iterable[Path]) -> None:
         """Handle what the watcher reported: files read again, folders scanned for new files."""
@@ -106,7 +152,7 @@ class Engine:
                 self._read(path, source)
                 touched.setdefault(id(source), (source, []))[1].append(path)
             else:
-                for _, found, _ in self._walk(source, path):
+                for found, _ in self._walk(source, path):
                     self._read(found, source)
                     touched.setdefault(id(source), (source, []))[1].append(found)
         for source, changed in touched.values():
@@ -116,8 +162,48 @@ class Engine:
     def rescan(self) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches
         left): unchanged files cost one stat, new ones are read, gone ones are forgotten."""
-        paths = [path for source in self.sources for _, path, _ in self._scan(source)]
+        paths = [path for source in self.sources for path, _ in self._scan(source)]
         self.changed(sorted({*paths, *self._files}))
+
+    def save_cache(self) -> None:
+        """Write the result of the catch-up to the cache, if it differs from what was loaded."""
+        if self.cache is not None and self._pending is not None:
+            self.cache.write(self._pending)
+        self._pending = None
+
+    def _snapshot(self) -> Snapshot:
+        index = {id(source): i for i, source in enumerate(self.sources)}
+        return Snapshot(
+            harnesses=[source.harness for source in self.sources],
+            held=[None if s.held is None else _saved(vars(s.held)) for s in self.sources],
+            files=[(index[id(f.source)], f.tail, f.reader) for f in self._files.values()],
+            state=_saved(vars(self.state)),
+            stats={name: getattr(self.stats, name) for name in _STATS_KEPT},
+        )
+
+    def _restore(self) -> Snapshot | None:
+        """Load the cache's result, if there is one; return what it replaced (to undo it)."""
+        snapshot = self.cache.load() if self.cache is not None and not self._files else None
+        if snapshot is None or len(snapshot.harnesses) != len(self.sources):
+            return None
+        before = self._snapshot()
+        self._install(snapshot)
+        return before
+
+    def _install(self, snapshot: Snapshot) -> None:
+        for source, harness, held in zip(
+            self.sources, snapshot.harnesses, snapshot.held, strict=True
+        ):
+            source.harness = harness
+            if source.held is not None and held is not None:
+                vars(source.held).update(held)
+        self._files = {}
+        for i, tail, reader in snapshot.files:
+            self._files[tail.path] = _File(self.sources[i], tail.path, reader, tail)
+        with self.state.lock:
+            vars(self.state).update(snapshot.state)
+        for name, value in snapshot.stats.items():
+            setattr(self.stats, name, value)
 
     def _source_of(self, path: Path) -> Source | None:
         for source in self.sources:
@@ -125,10 +211,10 @@ class Engine:
                 return source
         return None
 
-    def _scan(self, source: Source) -> list[tuple[float, Path, Source]]:
+    def _scan(self, source: Source) -> list[tuple[Path, Source]]:
         agent = source.harness.name
         up = True
-        found: list[tuple[float, Path, Source]] = []
+        found: list[tuple[Path, Source]] = []
         for folder in source.harness.watch_dirs:
             try:
                 found += self._walk(source, source.home / folder)
@@ -138,10 +224,10 @@ class Engine:
         self.stats.up[agent] = up
         return found
 
-    def _walk(self, source: Source, top: Path) -> Iterator[tuple[float, Path, Source]]:
+    def _walk(self, source: Source, top: Path) -> Iterator[tuple[Path, Source]]:
         if not top.is_dir():
             if top.is_file() and source.harness.match(_rel(top, source)) is not None:
-                yield top.stat().st_mtime, top, source  # a single file the harness watches
+                yield top, source  # a single file the harness watches
             return
         agent = source.harness.name
 
@@ -152,14 +238,11 @@ class Engine:
             self._once(Path(error.filename or top), "read_error", agent, error)
 
         for folder, _, names in os.walk(top, onerror=skipped):
+            base = Path(folder)
+            rel = _rel(base, source)  # once per folder: a file costs no stat, no relative_to
             for name in names:
-                path = Path(folder, name)
-                if source.harness.match(_rel(path, source)) is not None:
-                    try:
-                        mtime = path.stat().st_mtime
-                    except OSError:
-                        continue
-                    yield mtime, path, source
+                if source.harness.match(rel / name) is not None:
+                    yield base / name, source
 
     def _read(self, path: Path, source: Source) -> None:
         entry = self._files.get(path)
@@ -187,7 +270,7 @@ class Engine:
             tail = SqliteTail(path, reader.log)
         elif kind not in ("doc", "text"):
             tail = JsonlTail(path) if kind == "jsonl" else ZstdJsonl(path)
-        entry = _File(source, rel, reader, tail)
+        entry = _File(source, path, reader, tail)
         self._files[path] = entry
         self.stats.files[source.harness.name] += 1
         return entry
@@ -200,13 +283,15 @@ class Engine:
             self._failed(path, entry, result.error)
             return
         if result.reset:
+            if self._cached:
+                raise _Stale(f"{path} was replaced")
             entry.reader = entry.source.harness.reader(entry.rel)
         if result.oversized:
             self.stats.parse_errors[(agent, "oversized_line")] += result.oversized
             self._once(path, "oversized_line", agent, "line over the size limit skipped")
         for line in result.lines:
             try:
-                record = json.loads(line.text)
+                record = loads(line.text)
             except ValueError as error:
                 self.stats.parse_errors[(agent, "invalid_json")] += 1
                 self._once(path, "invalid_json", agent, f"line {line.number}: {error}")
@@ -224,11 +309,13 @@ class Engine:
             self._failed(path, entry, result.error)
             return
         if result.reset:
+            if self._cached:
+                raise _Stale(f"{path} was replaced")
             entry.reader = entry.source.harness.reader(entry.rel)
         for row in result.rows:
             try:
                 for column in tail.log.json:
-                    row[column] = json.loads(str(row[column]))
+                    row[column] = loads(str(row[column]))
             except ValueError as error:
                 self.stats.parse_errors[(agent, "invalid_json")] += 1
                 self._once(path, "invalid_json", agent, f"row {row.get(tail.log.seq)}: {error}")
@@ -308,3 +395,16 @@ def _database_of(path: Path, source: Source) -> Path:
 
 def _rel(path: Path, source: Source) -> PurePosixPath:
     return PurePosixPath(path.relative_to(source.home).as_posix())
+
+
+_NOT_CACHED = frozenset({"lock", "observer", "find"})
+"""Attributes of the state and of `HeldSessions` that belong to this process, not the cache."""
+_STATS_KEPT = ("bytes_read", "records", "parse_errors", "files")
+
+
+def _saved(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if name not in _NOT_CACHED}
+
+
+class _Stale(Exception):
+    """A file the cache read was replaced or removed since."""

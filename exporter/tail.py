@@ -38,15 +38,16 @@ is re-read as soon as it changes again, so it never sticks.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import zstandard
+
+from .decode import loads
 
 __all__ = [
     "DocResult",
@@ -113,6 +114,16 @@ class JsonlTail:
     def offset(self) -> int:
         """Bytes consumed: complete lines and discarded oversized bytes."""
         return self._cursor.offset
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Flat, for the catch-up cache (`cache`), which loads one of these per file."""
+        c = self._cursor
+        where = (c.offset, c.number, c.discarding, self._ident, self._head, self._mtime_ns)
+        return (str(self.path), self._max, *where)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        path, self._max, offset, number, discarding, self._ident, self._head, self._mtime_ns = state
+        self.path, self._cursor = Path(path), _Cursor(offset, number, discarding)
 
     def read(self) -> TailResult:
         """Return all complete lines appended since the last call."""
@@ -297,7 +308,7 @@ class JsonDoc:
         if key[2] > self._max or len(raw) > self._max:
             return self._settle(key, DocResult(True, None, "too_large", len(raw)))
         try:
-            data: object = raw.decode("utf-8", "replace") if self._text else json.loads(raw)
+            data: object = raw.decode("utf-8", "replace") if self._text else loads(raw)
         except (ValueError, RecursionError):
             return self._settle(key, DocResult(True, None, "invalid_json", len(raw)))
         return self._settle(key, DocResult(True, data, None, len(raw)))

@@ -1,0 +1,235 @@
+"""A large, realistic agent history built from the recorded fixtures, the same for a given seed.
+
+    python bench/generate.py --out /tmp/cae-history --claude-sessions 2000 --claude-mb 1000
+
+Every session is a recorded fixture session (its lead file, sub-agent files and metadata) copied
+under fresh ids: the first 8 hex digits of every UUID and the first 6 of every stub message,
+tool and request id become the copy's number, so references inside a copy stay consistent and no two
+copies share an id. ISO timestamps move by a per-copy number of minutes (seeded); projects
+become `project-<k>` (50 of them). Claude Code tool results get a seeded filler (a file read,
+a build log) so the history reaches `--claude-mb` with the recorded record shapes. The other
+agents get sessions in proportion (`--others`, a fraction of the Claude Code sessions each).
+
+Homes: `<out>/claude` (Claude Code), `<out>/codex`, `<out>/gemini` (Gemini CLI's `.gemini`),
+`<out>/pi` (pi's agent folder), `<out>/omp` (oh-my-pi), `<out>/grok`. Not generated: OpenCode
+(one SQLite database for all sessions: copying sessions means rewriting rows) and Mistral Vibe
+(its journals are hash-chained: a copy under new ids would be rejected as tampered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+_UUID = re.compile(rb"\b[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+_STUB = re.compile(rb"((?:msg|toolu|req|call|resp|fc|chatcmpl)_stub_)[0-9a-f]{6}([0-9a-f]{6})")
+_ISO = re.compile(rb"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+_GEMINI_FILE = re.compile(r"^(session-\d{4}-\d\d-\d\dT\d\d-\d\d-)[0-9a-f]{8}(\.jsonl)$")
+_RESULT = re.compile(rb'("type":"tool_result","content":")')
+PROJECTS = 50
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    out: str  # folder under --out
+    templates: Callable[[], list[tuple[Path, list[Path]]]]  # (template home, its session files)
+    shared: tuple[str, ...] = ()  # files of a home that list all sessions: merged, not copied
+
+
+def _homes(agent: str, below: str) -> list[Path]:
+    return sorted(p / below if below else p for p in FIXTURES.glob(f"{agent}/*/*/home"))
+
+
+def _claude() -> list[tuple[Path, list[Path]]]:
+    """A recorded home's journals go together: a resumed or forked journal repeats the records of
+    the one it came from, which must be there too."""
+    found = []
+    for home in _homes("claude-code", ""):
+        files = sorted(p for p in (home / "projects").rglob("*") if p.is_file())
+        if any(p.suffix == ".jsonl" for p in files):
+            found.append((home, files))
+    return found
+
+
+def _by_file(agent: str, below: str, pattern: str) -> Callable[[], list[tuple[Path, list[Path]]]]:
+    def templates() -> list[tuple[Path, list[Path]]]:
+        found = []
+        for home in _homes(agent, below):
+            for lead in sorted(home.glob(pattern)):
+                sub = lead.with_suffix("")
+                extra = sorted(p for p in sub.rglob("*") if p.is_file()) if sub.is_dir() else []
+                found.append((home, [lead, *extra]))
+        return found
+
+    return templates
+
+
+def _by_folder(agent: str, below: str, pattern: str) -> Callable[[], list[tuple[Path, list[Path]]]]:
+    def templates() -> list[tuple[Path, list[Path]]]:
+        return [
+            (home, sorted(p for p in folder.rglob("*") if p.is_file()))
+            for home in _homes(agent, below)
+            for folder in sorted(home.glob(pattern))
+            if folder.is_dir()
+        ]
+
+    return templates
+
+
+AGENTS = (
+    Agent("claude-code", "claude", _claude),
+    Agent(
+        "codex",
+        "codex",
+        _by_file("codex", ".codex", "sessions/*/*/*/rollout-*.jsonl"),
+        ("session_index.jsonl",),
+    ),
+    Agent(
+        "gemini-cli",
+        "gemini",
+        _by_file("gemini-cli", ".gemini", "tmp/*/chats/session-*.jsonl"),
+        ("projects.json", "logs.json"),
+    ),
+    Agent("pi", "pi", _by_file("pi", "agent", "sessions/*/*.jsonl")),
+    Agent("oh-my-pi", "omp", _by_file("oh-my-pi", "", "agent/sessions/*/*.jsonl")),
+    Agent("grok", "grok", _by_folder("grok", ".grok", "sessions/*/*")),
+)
+
+
+class Copier:
+    """Rewrites one template session as copy number `n`."""
+
+    def __init__(self, n: int, rng: random.Random, filler: int) -> None:
+        self.n, self.filler = n, filler
+        self.shift = timedelta(minutes=rng.randrange(0, 60 * 24 * 365))
+        self.project = f"project-{n % PROJECTS}".encode()
+        self.rng = rng
+
+    def text(self, data: bytes) -> bytes:
+        data = data.replace(b"shop-api", self.project)
+        data = _UUID.sub(lambda m: b"%08x" % self.n + m.group(1), data)
+        data = _STUB.sub(lambda m: m.group(1) + b"%06x" % self.n + m.group(2), data)
+        return _ISO.sub(self._moved, data)
+
+    def _moved(self, m: re.Match[bytes]) -> bytes:
+        text = m.group(0).decode()
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")) + self.shift
+        stamp = when.strftime("%Y-%m-%dT%H:%M:%S")
+        if "." in text:
+            stamp += "." + when.strftime("%f")[: len(text.split(".")[1]) - 1]
+        return (stamp + "Z").encode()
+
+    def name(self, rel: str) -> str:
+        parts = [self.text(p.encode()).decode() for p in rel.split("/")]
+        found = _GEMINI_FILE.match(parts[-1])
+        if found:
+            parts[-1] = f"{found.group(1)}{self.n:08x}{found.group(2)}"
+        return "/".join(parts)
+
+    def padded(self, data: bytes) -> bytes:
+        """Tool results carry a build log or a file of `filler` bytes on average (seeded)."""
+        if not self.filler:
+            return data
+
+        def pad(m: re.Match[bytes]) -> bytes:
+            size = int(self.rng.expovariate(1 / self.filler))
+            return m.group(1) + _filler(size)
+
+        return _RESULT.sub(pad, data)
+
+
+_WORDS = b"const let fn return await import error warn build test ok passed failed src lib".split()
+
+
+def _filler(size: int) -> bytes:
+    line = b" ".join(_WORDS) + b"\\n"
+    return (line * (size // len(line) + 1))[:size].rstrip(b"\\")
+
+
+def generate(out: Path, claude: int, claude_mb: float, others: float, seed: int) -> dict[str, int]:
+    rng = random.Random(seed)
+    made: dict[str, int] = {}
+    for agent in AGENTS:
+        templates = agent.templates()
+        count = claude if agent.name == "claude-code" else max(1, round(claude * others))
+        home = out / agent.out
+        filler = _claude_filler(templates, claude, claude_mb) if agent.name == "claude-code" else 0
+        merged: dict[str, list[bytes]] = {}
+        for n in range(count):
+            template_home, files = templates[rng.randrange(len(templates))]
+            copier = Copier(n + 1, rng, filler)
+            for path in files:
+                rel = path.relative_to(template_home).as_posix()
+                target = home / copier.name(rel)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(copier.padded(copier.text(path.read_bytes())))
+            for name in agent.shared:
+                for found in sorted(template_home.rglob(name)):
+                    rel = copier.name(found.relative_to(template_home).as_posix())
+                    merged.setdefault(rel, []).append(copier.text(found.read_bytes()))
+        for rel, pieces in merged.items():
+            (home / rel).parent.mkdir(parents=True, exist_ok=True)
+            (home / rel).write_bytes(_merge(rel, pieces))
+        made[agent.name] = count
+    return made
+
+
+def _claude_filler(templates: list[tuple[Path, list[Path]]], sessions: int, mb: float) -> int:
+    """The mean filler per tool result that brings `sessions` copies to about `mb` MB."""
+    plain = sum(p.stat().st_size for _, files in templates for p in files) / len(templates)
+    results = sum(
+        len(_RESULT.findall(p.read_bytes())) for _, files in templates for p in files
+    ) / len(templates)
+    wanted = mb * 1e6 / sessions - plain
+    return max(0, int(wanted / max(results, 1)))
+
+
+def _merge(rel: str, pieces: list[bytes]) -> bytes:
+    """Index files: JSONL lines appended, JSON lists joined, JSON objects' maps united."""
+    if rel.endswith(".jsonl"):
+        return b"".join(p if p.endswith(b"\n") else p + b"\n" for p in pieces)
+    values = [json.loads(p) for p in pieces]
+    if all(isinstance(v, list) for v in values):
+        return json.dumps([x for v in values for x in v]).encode()
+    united: dict[str, object] = {}
+    for value in values:
+        for key, inner in value.items():
+            if isinstance(inner, dict):
+                united.setdefault(key, {}).update(inner)  # type: ignore[union-attr]
+            else:
+                united[key] = inner
+    return json.dumps(united).encode()
+
+
+def main() -> None:
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--out", type=Path, default=Path("/tmp/cae-history"))
+    args.add_argument("--claude-sessions", type=int, default=2000)
+    args.add_argument("--claude-mb", type=float, default=1000.0)
+    args.add_argument("--others", type=float, default=0.1, help="sessions per Claude session")
+    args.add_argument("--seed", type=int, default=2026)
+    ns = args.parse_args()
+    shutil.rmtree(ns.out, ignore_errors=True)
+    started = time.perf_counter()
+    made = generate(ns.out, ns.claude_sessions, ns.claude_mb, ns.others, ns.seed)
+    for agent in AGENTS:
+        home = ns.out / agent.out
+        size = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
+        files = sum(1 for p in home.rglob("*") if p.is_file())
+        print(f"{agent.name:12} {made[agent.name]:6} copies {files:7} files {size / 1e6:9.1f} MB")
+    print(f"built in {time.perf_counter() - started:.1f} s: {ns.out}")
+
+
+if __name__ == "__main__":
+    main()

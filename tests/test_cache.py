@@ -1,0 +1,172 @@
+"""The catch-up cache: a restart over unchanged, grown, replaced or gone files ends with the same
+exposition as a first start over the same files; a damaged or foreign cache is discarded and
+rebuilt; the cache is never written in an agent's folder."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+
+from exporter import tail
+from exporter.cache import MAGIC, Cache
+from exporter.cli import App
+from exporter.config import parse
+
+from .conftest import FIXTURES, NOW, agent_home, all_scenarios, home_flags, scenario_id
+
+_open = tail._open_regular
+INTERACTIVE = FIXTURES / "claude-code" / "2.1.332" / "interactive" / "home"
+
+
+def app(home: Path, state: Path | None, *, cache: bool = True) -> App:
+    argv = ["metrics", *home_flags(home)]
+    if state is not None:
+        argv += ["--state.dir", str(state)]
+    config = parse(argv, {"HOME": "/home/user"})
+    cache = cache and state is not None  # never the default folder of a made-up $HOME
+    result = App(
+        config, process_metrics=False, clock=lambda: NOW, probe=lambda _: None, cache=cache
+    )
+    result.catch_up()
+    result.engine.save_cache()
+    return result
+
+
+def exposition(home: Path, state: Path | None) -> str:
+    return generate_latest(app(home, state).registry).decode()
+
+
+def counted(text: str) -> str:
+    """An exposition less the bytes read: a line left half-written is read again when it ends."""
+    return "\n".join(x for x in text.splitlines() if "exporter_bytes_read_total{" not in x)
+
+
+def cache_files(state: Path) -> list[Path]:
+    return sorted(state.glob("catch-up-*.cache"))
+
+
+@pytest.mark.parametrize("scenario", all_scenarios(), ids=scenario_id)
+def test_a_restart_over_the_same_files_gives_the_same_exposition(
+    scenario: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = scenario / "home"
+    cold = exposition(home, tmp_path)
+    assert len(cache_files(tmp_path)) == 1
+    opened: list[Path] = []
+    monkeypatch.setattr(tail, "_open_regular", lambda p: opened.append(p) or _open(p))
+    warm = app(home, tmp_path)
+    assert opened == []  # every file unchanged: one stat each, none read
+    assert (
+        warm.engine.cache is not None and warm.stats.bytes_read == app(home, None).stats.bytes_read
+    )
+    assert generate_latest(warm.registry).decode() == cold
+
+
+def copy_interactive(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    home = tmp_path / "claude"
+    shutil.copytree(INTERACTIVE, home)
+    (journal,) = home.glob("projects/*/*.jsonl")
+    return home, journal, journal.read_bytes()
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.3, 0.5, 0.62, 0.8, 0.97])
+def test_a_journal_that_grew_since_is_read_on_to_the_same_result(
+    tmp_path: Path, cut: float
+) -> None:
+    home, journal, whole = copy_interactive(tmp_path / "a")
+    reference = exposition(home, None)
+    journal.write_bytes(whole[: int(len(whole) * cut)])  # may end inside a line
+    first = app(home, tmp_path / "state")
+    journal.write_bytes(whole)
+    again = app(home, tmp_path / "state")
+    assert counted(generate_latest(again.registry).decode()) == counted(reference)
+    assert again.stats.bytes_read["claude-code"] > first.stats.bytes_read["claude-code"]
+
+
+def test_the_reader_goes_on_after_a_warm_start_as_if_never_stopped(tmp_path: Path) -> None:
+    """A warm start, then the file grows while running: the same counters as one long run."""
+    home, journal, whole = copy_interactive(tmp_path)
+    journal.write_bytes(whole[: len(whole) // 2])
+    never_stopped = app(home, None)
+    app(home, tmp_path / "state")
+    warm = app(home, tmp_path / "state")
+    journal.write_bytes(whole)
+    for running in (never_stopped, warm):
+        running.engine.changed([journal])
+    reference = generate_latest(never_stopped.registry).decode()
+    assert counted(generate_latest(warm.registry).decode()) == counted(reference)
+
+
+def test_a_replaced_or_gone_file_is_read_again_or_forgotten(tmp_path: Path) -> None:
+    home, journal, _ = copy_interactive(tmp_path)
+    other = FIXTURES / "claude-code" / "2.1.332" / "print-tool" / "home"
+    app(home, tmp_path / "state")
+    (replacement,) = other.glob("projects/*/*.jsonl")
+    journal.unlink()
+    shutil.copy(replacement, journal)  # another file (inode) at the same path
+    assert exposition(home, tmp_path / "state") == exposition(home, None)
+    journal.unlink()
+    gone = app(home, tmp_path / "state")
+    assert gone.stats.files["claude-code"] == app(home, None).stats.files["claude-code"]
+    assert generate_latest(gone.registry).decode() == exposition(home, None)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],  # cut short
+        lambda data: data[:-40] + b"\x00" * 40,
+        lambda data: MAGIC + b"not our code\n" + data[len(MAGIC) :],
+        lambda data: b"",
+        lambda data: data[: data.index(b"\x80")] + b"\x80\x05garbage",  # our header, bad pickle
+    ],
+    ids=["truncated", "zeroed-tail", "foreign-header", "empty", "bad-pickle"],
+)
+def test_a_damaged_cache_is_discarded_and_rebuilt(
+    tmp_path: Path, damage: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = INTERACTIVE
+    reference = exposition(home, None)
+    app(home, tmp_path)
+    (path,) = cache_files(tmp_path)
+    assert callable(damage)
+    path.write_bytes(damage(path.read_bytes()))
+    with caplog.at_level(logging.INFO):
+        rebuilt = app(home, tmp_path)
+    assert generate_latest(rebuilt.registry).decode() == reference
+    assert rebuilt.stats.bytes_read["claude-code"] > 0  # read from the files
+    assert any("catch-up cache" in r.getMessage() for r in caplog.records)
+    warm = app(home, tmp_path)  # rewritten: the next start is warm again
+    assert generate_latest(warm.registry).decode() == reference
+
+
+def test_a_cache_of_other_homes_or_other_code_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = INTERACTIVE
+    app(home, tmp_path)
+    cache = Cache(tmp_path, [("claude-code", agent_home(home))])
+    assert cache.load() is not None
+    assert Cache(tmp_path, [("claude-code", tmp_path)]).load() is None
+    monkeypatch.setattr("exporter.cache.code_digest", lambda: "0" * 64)
+    assert Cache(tmp_path, [("claude-code", agent_home(home))]).load() is None
+
+
+def test_the_cache_is_never_written_in_an_agent_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home, _, _ = copy_interactive(tmp_path)
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    with caplog.at_level(logging.WARNING):
+        app(home, home / "projects" / "state")
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before
+    assert any("agent folder" in r.getMessage() for r in caplog.records)
+
+
+def test_only_the_commands_use_the_cache(tmp_path: Path) -> None:
+    app(INTERACTIVE, tmp_path, cache=False)
+    assert cache_files(tmp_path) == []
