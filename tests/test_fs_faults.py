@@ -1,0 +1,100 @@
+"""File-system faults under a followed home: a journal replaced by a directory or a symlink,
+permission denied and later granted, a session folder renamed, the home created after start.
+Nothing counted is lost or counted twice, and each fault costs at most the file it hits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .test_engine import A, engine_on, journal, journal_path, totals
+
+__all__ = ["journal"]  # the fixture, used by name
+
+WHOLE = (2, 1, 1)  # messages, turns, tool calls of the recorded journal
+
+
+def test_a_journal_replaced_by_a_directory_and_back(tmp_path: Path, journal: list[bytes]) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    path.unlink()
+    path.mkdir()
+    engine.changed([path])
+    assert totals(engine) == WHOLE
+    path.rmdir()
+    path.write_bytes(b"".join(journal))
+    engine.changed([path])
+    assert totals(engine) == WHOLE
+
+
+def test_a_journal_replaced_by_a_symlink(tmp_path: Path, journal: list[bytes]) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    shutil.copy(path, elsewhere)
+    path.unlink()
+    path.symlink_to(elsewhere)
+    engine.changed([path])
+    assert totals(engine) == WHOLE
+    with elsewhere.open("ab") as f:  # the file it points at grows: read on
+        f.write(journal[0])
+    engine.changed([path])
+    assert totals(engine) == WHOLE
+    path.unlink()
+    path.symlink_to(tmp_path / "nowhere.jsonl")  # dangling: gone, not an error that repeats
+    engine.changed([path])
+    assert totals(engine) == WHOLE
+
+
+def test_permission_denied_then_granted(
+    tmp_path: Path, journal: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal[:3]))
+    real_open = os.open
+    denied = True
+
+    def guarded(name: str | os.PathLike[str], *args: object, **kw: object) -> int:
+        if denied and Path(name) == path:
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", guarded)
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    assert engine.stats.parse_errors[(A, "read_error")] == 1
+    assert totals(engine) == (0, 0, 0)
+    with path.open("ab") as f:
+        f.write(b"".join(journal[3:]))
+    denied = False  # chmod fixed by the user: the next change reads it all
+    engine.changed([path])
+    assert totals(engine) == WHOLE
+
+
+def test_a_session_folder_renamed(tmp_path: Path, journal: list[bytes]) -> None:
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    moved = path.parent.with_name("-home-user-work-renamed")
+    path.parent.rename(moved)
+    engine.changed([path, moved / path.name])
+    assert totals(engine) == WHOLE  # the same records under a new path count once
+
+
+def test_a_home_created_after_start(tmp_path: Path, journal: list[bytes]) -> None:
+    home = tmp_path / "not-yet"
+    engine = engine_on(home)
+    engine.catch_up()
+    assert totals(engine) == (0, 0, 0)
+    path = journal_path(home)
+    path.write_bytes(b"".join(journal))
+    engine.rescan()  # what the serve loop does when the watcher reports the new root
+    assert totals(engine) == WHOLE
