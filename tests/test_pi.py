@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import psutil
+import pytest
 
 from exporter.engine import Engine, Source
 from exporter.events import (
@@ -32,10 +33,13 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.pi import HistoryReader, OhMyPi, Pi, Shared, TranscriptReader
+from exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi, Shared, TranscriptReader
+from exporter.labels import ProjectLabel
 from exporter.live import process_start
 from exporter.state import State
 from exporter.terminals import omp_terminal
+from exporter.views import session_rows
+from exporter.watch import Watcher
 
 from .conftest import FIXTURES
 
@@ -309,85 +313,92 @@ def test_a_rewritten_title_line_counts_nothing_twice(tmp_path: Path) -> None:
 # -- oh-my-pi's running processes -----------------------------------------------------------------
 
 
-def timeline(folder: Path) -> tuple[dict[str, Any], list[tuple[int, str, object]]]:
-    """The recorded TUI run and its changes in the order they happened: the presence file and
-    the breadcrumb as written, the transcript's line count, a prompt-history row per typed line."""
-    (run,) = json.loads((folder / "runs.json").read_text())["runs"]
+def timeline(folder: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, object]]]:
+    """The recorded TUI runs and their changes in the order they happened: the presence files
+    and the breadcrumbs as written, each transcript's line count, a prompt-history row per typed
+    line (in the history of the run's root: the home's own, or its profile's)."""
+    runs = [r for r in json.loads((folder / "runs.json").read_text())["runs"] if r["mode"] == "tui"]
     changes: list[tuple[int, str, object]] = []
     for line in (folder / "live-timeline.jsonl").read_text().splitlines():
         change = json.loads(line)
-        name = change["file"]
-        if "/clients/" in name or name.startswith("agent/terminal-sessions/"):
+        name, (_, inner) = change["file"], OhMyPi().split(PurePosixPath(change["file"]))
+        if "/clients/" in name or inner.parts[:2] == ("agent", "terminal-sessions"):
             changes.append((change["t_ms"], name, change.get("doc", change.get("text"))))
-        elif name.startswith("agent/sessions/") and change["event"] != "gone":
-            changes.append((change["t_ms"], "transcript", change["lines"]))
-    with contextlib.closing(sqlite3.connect(folder / "home" / "agent" / "history.db")) as db:
-        query = "SELECT id, prompt, created_at, cwd, session_id FROM history ORDER BY id"
-        columns = ("id", "prompt", "created_at", "cwd", "session_id")
-        rows = [dict(zip(columns, row, strict=True)) for row in db.execute(query)]
-    typed = [d["t_ms"] for d in run["driver"] if (d["keys"] or "").endswith("<Enter>")]
-    changes += [(t, "agent/history.db", row) for t, row in zip(typed, rows, strict=True)]
-    return run, sorted(changes, key=lambda change: change[0])
+        elif inner.parts[:2] == ("agent", "sessions") and change["event"] != "gone":
+            changes.append((change["t_ms"], name, change["lines"]))
+    for profile in {run.get("profile") for run in runs}:
+        history = f"profiles/{profile}/{HISTORY}" if profile else HISTORY
+        with contextlib.closing(sqlite3.connect(folder / "home" / history)) as db:
+            query = "SELECT id, prompt, created_at, cwd, session_id FROM history ORDER BY id"
+            columns = ("id", "prompt", "created_at", "cwd", "session_id")
+            rows = [dict(zip(columns, row, strict=True)) for row in db.execute(query)]
+        typed = [
+            d["t_ms"]
+            for run in runs
+            if run.get("profile") == profile
+            for d in run["driver"]
+            if (d["keys"] or "").endswith("<Enter>")
+        ]
+        changes += [(t, history, row) for t, row in zip(typed, rows, strict=True)]
+    return runs, sorted(changes, key=lambda change: change[0])
 
 
-def replay(scenario: str) -> tuple[list[str], State]:
-    """One recorded TUI run replayed through oh-my-pi's readers, its process alive until it
-    exited or was killed: the live states a scrape would have shown, each change once."""
+def replay(scenario: str) -> tuple[list[str], State, list[str]]:
+    """The recorded TUI runs replayed through oh-my-pi's readers, each process alive until it
+    exited or was killed: the live states a scrape would have shown, each change once, and the
+    sessions the live processes showed, in order."""
     folder = OMP / scenario
-    run, changes = timeline(folder)
-    pid, terminal = run["pid"], run["tty"].removeprefix("/dev/").replace("/", "-")
-    killed = [d["t_ms"] for d in run["driver"] if d.get("event") == "SIGKILL"]
-    gone_at = killed[0] if killed else run["end_ms"]
-    harness = OhMyPi(terminal=lambda p: (terminal, 1000.0) if p == pid else None)
-    transcripts = list((folder / "home").glob("agent/sessions/*/*.jsonl"))  # none if killed
-    rel = (
-        PurePosixPath(transcripts[0].relative_to(folder / "home").as_posix())
-        if transcripts
-        else None
-    )
-    entries = [json.loads(line) for t in transcripts for line in t.read_text().splitlines()]
+    runs, changes = timeline(folder)
+    terminals = {r["pid"]: r["tty"].removeprefix("/dev/").replace("/", "-") for r in runs}
+    ends = {
+        r["pid"]: next((d["t_ms"] for d in r["driver"] if d.get("event") == "SIGKILL"), r["end_ms"])
+        for r in runs
+    }
+    harness = OhMyPi(terminal=lambda p: (terminals[p], 1000.0) if p in terminals else None)
     readers: dict[str, Any] = {}
-    state, seen, written, now = State(), list[str](), 0, 0.0
-    for t_ms, name, record in [*changes, (gone_at, "", None)]:  # then the process is gone
+    written: dict[str, int] = {}
+    state, seen, shown, now = State(), list[str](), list[str](), 0.0
+    for t_ms, name, record in [*changes, (max(ends.values()), "", None)]:  # then all are gone
         if not name:
             state.refresh(now, lambda p: None)
             seen += [] if seen[-1] == "none" or state.live else ["none"]
             break
-        reader = readers.setdefault(
-            name, harness.reader(rel if rel and name == "transcript" else PurePosixPath(name))
-        )
-        if name == "transcript":
-            records, written = entries[written : int(str(record))], int(str(record))
-        else:
-            records = [record]
+        reader = readers.setdefault(name, harness.reader(PurePosixPath(name)))
+        records = [record]
+        if name.endswith(".jsonl"):  # a transcript: the entries it had grown to by then
+            lines = (folder / "home" / name).read_text().splitlines()[: int(str(record))]
+            records = [json.loads(line) for line in lines[written.get(name, 0) :]]
+            written[name] = len(lines)
         for event in feed(reader, records):
             state.apply("oh-my-pi", event)
         now = max((s.updated_at or 0.0 for s in state.sessions.values()), default=0.0) + 1.0
-        state.refresh(now, lambda p, t=t_ms: 1000.0 if p == pid and t < gone_at else None)
+        state.refresh(now, lambda p, t=t_ms: 1000.0 if p in ends and t < ends[p] else None)
         words = [state.status(key, entry)[0] for key, entry in state.live.items()] or ["none"]
         for word in words:
             if seen[-1:] != [word] and (seen or word != "none"):
                 seen.append(word)
-    return seen, state
+        for _, session in state.live:
+            shown += [] if shown[-1:] == [session] else [session]
+    return seen, state, shown
 
 
 def test_a_tui_process_shows_its_terminals_session_running_per_turn_then_none() -> None:
     """Idle from its breadcrumb on, running from the prompt (before the transcript's first
     write, from the prompt history), idle once it is written, running during the `sleep 4`
     turn, idle, and no longer live when its presence file is removed at /exit."""
-    seen, state = replay("interactive-live")
+    seen, state, _ = replay("interactive-live")
     assert seen == ["idle", "running", "idle", "running", "idle", "none"]  # before it exited
     assert state.entries == {}
 
 
 def test_esc_ends_the_first_turn_and_the_transcript_is_then_written() -> None:
-    seen, state = replay("interactive-esc")
+    seen, state, _ = replay("interactive-esc")
     assert seen == ["idle", "running", "idle", "none"]  # the 2nd turn: within one 100 ms sample
     assert state.entries == {}
 
 
 def test_a_killed_process_leaves_its_presence_file_and_its_session_is_not_live() -> None:
-    seen, state = replay("killed-mid-turn")
+    seen, state, _ = replay("killed-mid-turn")
     assert seen == ["idle", "running", "none"]  # the SIGKILL: no session_exit, no transcript
     assert state.live == {} and len(state.entries) == 1  # the file stays; its pid is gone
 
@@ -502,3 +513,168 @@ def test_a_real_omp_process_on_a_terminal_makes_its_session_live(tmp_path: Path)
         process.wait()
         os.close(primary)
         os.close(secondary)
+
+
+# -- oh-my-pi's named profiles: `profiles/<name>/`, each a root of the same layout ----------------
+
+
+def test_each_named_profile_is_another_root_of_the_same_layout() -> None:
+    omp, pi = OhMyPi(), Pi()
+    name = "2026-11-30T12-22-10-693Z_01a22c67-d005-73fa-a4e7-3774f2dd8d1c.jsonl"
+    for root in ("profiles/work/", "profiles/a.b_c-9/"):
+        assert omp.match(PurePosixPath(f"{root}agent/sessions/-w/{name}")) == "jsonl"
+        assert omp.match(PurePosixPath(f"{root}agent/sessions/-w/{name[:-6]}/C.jsonl")) == "jsonl"
+        assert omp.match(PurePosixPath(f"{root}{HISTORY}")) == "sqlite"
+        assert omp.match(PurePosixPath(f"{root}run/daemons/2713688f2bb793c7/clients/4-a.json"))
+        assert omp.match(PurePosixPath(f"{root}agent/terminal-sessions/pts-0")) == "text"
+        assert omp.match(PurePosixPath(f"{root}agent/agent.db")) is None
+        assert pi.match(PurePosixPath(f"{root}sessions/-w/{name}")) is None
+    for root in ("profiles/Work/", "profiles/default/", "profiles/x./", "profiles/w/profiles/w/"):
+        assert omp.match(PurePosixPath(f"{root}agent/sessions/-w/{name}")) is None, root
+    assert "profiles" in OhMyPi.watch_dirs and "profiles" not in Pi.watch_dirs
+
+
+def test_a_profile_tui_process_shows_its_profiles_session_not_the_homes() -> None:
+    """Recorded: a TUI in the home, then one with OMP_PROFILE=work on a new tmux server: both
+    ran on pts-0 and both roots keep a breadcrumb `pts-0`. Each process shows its own root's."""
+    facts = json.loads((OMP / "profile-live" / "expected.json").read_text())
+    roots = {s.get("root"): s["session_id"] for s in facts["sessions"]}
+    seen, state, shown = replay("profile-live")
+    assert seen == ["idle", "running", "idle", "none"] + ["idle", "running", "idle"] * 1 + [
+        "running",
+        "idle",
+        "none",
+    ]
+    assert shown == [roots[""], roots["profiles/work"]]
+    (snapshot,) = facts["live_snapshot"]
+    assert snapshot["session_id"] == roots["profiles/work"]
+    assert state.entries == {}
+
+
+def live_home(tmp_path: Path, scenario: str, presence_root: str) -> tuple[Path, int]:
+    """A copy of a fixture's final home with the presence file of its first TUI run (as the
+    timeline recorded it) put back below `presence_root`: that process runs again."""
+    home = tmp_path / ".omp"
+    shutil.copytree(OMP / scenario / "home", home)
+    for line in (OMP / scenario / "live-timeline.jsonl").read_text().splitlines():
+        change = json.loads(line)
+        if "/clients/" in change["file"] and change["event"] == "appear":
+            name = PurePosixPath(change["file"])
+            path = home / presence_root / PurePosixPath(*name.parts[name.parts.index("run") :])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(change["doc"]))
+            return home, int(change["doc"]["pid"])
+    raise AssertionError("no presence file in the timeline")
+
+
+def test_terminals_of_different_roots_do_not_collide(tmp_path: Path) -> None:
+    """The home's process on pts-0 shows the home's session although the profile's breadcrumb
+    of pts-0 (another session) is read after it; the same process file in the profile's root
+    shows the profile's session."""
+    facts = json.loads((OMP / "profile-live" / "expected.json").read_text())
+    roots = {s["root"]: s["session_id"] for s in facts["sessions"]}
+    for root in roots:
+        home, pid = live_home(tmp_path / (root or "home"), "profile-live", root)
+        state = State()
+        harness = OhMyPi(terminal=lambda p, pid=pid: ("pts-0", 1000.0) if p == pid else None)
+        Engine([Source(harness, home)], state).catch_up()
+        state.refresh(time.time(), lambda p, pid=pid: 1000.0 if p == pid else None)
+        assert [session for _, session in state.live] == [roots[root]], root
+
+
+def totals(state: State) -> tuple[int, dict[str, int]]:
+    tokens: dict[str, int] = {}
+    for key, value in state.totals.tokens.items():
+        if value:  # no reasoning on this wire
+            tokens[key[3]] = tokens.get(key[3], 0) + value
+    return sum(state.totals.messages.values()), tokens
+
+
+def test_a_session_under_two_roots_is_counted_once_whichever_is_read_first(
+    tmp_path: Path,
+) -> None:
+    """The sub-agent recording's sessions (a lead and its child) copied into a profile: the same
+    totals and sessions as the recording, read at catch-up or with the copy appearing first."""
+    facts = json.loads((OMP / "subagent" / "expected.json").read_text())
+    want = (facts["home"]["messages"], facts["home"]["tokens"])
+    home = tmp_path / ".omp"
+    shutil.copytree(OMP / "subagent" / "home", home)
+    shutil.copytree(home / "agent" / "sessions", home / "profiles" / "copy" / "agent" / "sessions")
+    state = State()
+    Engine([Source(OhMyPi(), home)], state).catch_up()
+    assert totals(state) == want and sum(state.totals.sessions.values()) == 1
+    shutil.move(home / "agent", tmp_path / "agent")  # now the profile's copy is read first
+    state = State()
+    engine = Engine([Source(OhMyPi(), home)], state)
+    engine.catch_up()
+    shutil.move(tmp_path / "agent", home / "agent")
+    engine.changed([home / "agent" / "sessions"])
+    assert totals(state) == want and sum(state.totals.sessions.values()) == 1
+    (row,) = session_rows(state, ProjectLabel(), history=True)
+    assert [sub["id"] for sub in row["subagents"]] == ["EchoChild"]
+    assert row["messages"] == facts["sessions"][0]["messages"]
+
+
+def test_a_stale_copy_under_another_root_does_not_end_the_open_turn(tmp_path: Path) -> None:
+    """The live snapshot of `interactive-live` (its `sleep 4` turn open) in the home, and a copy
+    of that transcript taken after its first turn in a profile: the copy's end of the first turn
+    is not taken for the end of the open one."""
+    home = tmp_path / ".omp"
+    shutil.copytree(OMP / "interactive-live" / "home-live", home)
+    (transcript,) = home.glob("agent/sessions/*/*.jsonl")
+    entries = transcript.read_text().splitlines(keepends=True)
+    first_turn = next(i for i, e in enumerate(entries) if '"stopReason":"stop"' in e) + 1
+    copy = home / "profiles" / "copy" / transcript.relative_to(home)
+    copy.parent.mkdir(parents=True)
+    copy.write_text("".join(entries[:first_turn]))
+    state = State()
+    Engine([Source(OhMyPi(), home)], state).catch_up()
+    (session,) = state.sessions.values()
+    assert session.turn_open_at is not None
+    assert dict(session.turns) == {"completed": 1}
+
+
+def watched(engine: Engine, watcher: Watcher, done: Any) -> bool:
+    """Feed what the watcher reports to the engine until `done()` holds (10 s at most)."""
+    end = time.monotonic() + 10.0
+    while not done() and time.monotonic() < end:
+        engine.changed(watcher.changed(timeout=0.2))
+    return bool(done())
+
+
+@pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")  # see the docstring
+def test_profiles_created_later_are_read_and_a_deleted_one_closes_its_sessions(
+    tmp_path: Path,
+) -> None:
+    """Through the real watcher: `profiles/` appearing after start (its first profile), a second
+    profile appearing inside it, then that profile deleted while its process runs. A tree made
+    at once below a recursive watch can make watchdog warn that a folder it is adding was added
+    already (from walking its parent): harmless, the same callback; as an error (this suite's
+    setting) it would stop the observer thread."""
+    home = tmp_path / ".omp"
+    shutil.copytree(OMP / "profile-print" / "home" / "agent", home / "agent")
+    live = tmp_path / "live"
+    shutil.copytree(OMP / "profile-live" / "home-live" / "profiles" / "work", live)
+    (presence,) = live.glob("run/daemons/*/clients/*.json")
+    pid = json.loads(presence.read_text())["pid"]
+    state = State()
+    harness = OhMyPi(terminal=lambda p: ("pts-0", 1000.0) if p == pid else None)
+    engine = Engine([Source(harness, home)], state)
+    engine.catch_up()
+    assert len(state.sessions) == 1
+    watcher = Watcher(engine.roots)
+    watcher.start()
+    try:
+        shutil.copytree(OMP / "profile-print" / "home" / "profiles", home / "profiles")
+        assert watched(engine, watcher, lambda: len(state.sessions) == 2)
+        shutil.copytree(live, home / "profiles" / "live")
+        assert watched(engine, watcher, lambda: len(state.sessions) == 3 and state.entries)
+        state.refresh(time.time(), lambda p: 1000.0 if p == pid else None)
+        statuses = [state.status(key, entry)[0] for key, entry in state.live.items()]
+        assert statuses == ["running"]  # the `sleep 4` turn of the recording is open
+        shutil.rmtree(home / "profiles" / "live")
+        assert watched(engine, watcher, lambda: not state.entries)
+        state.refresh(time.time(), lambda p: 1000.0 if p == pid else None)
+        assert state.live == {} and len(state.sessions) == 3  # what it counted stays
+    finally:
+        watcher.stop()

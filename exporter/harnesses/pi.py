@@ -13,6 +13,13 @@ SQLite stores, logs, caches):
   transcript's prompt entry).
 - oh-my-pi's presence files `run/daemons/<hash>/clients/<pid>-<uuid>.json` and terminal
   breadcrumbs `agent/terminal-sessions/<terminal>`: which sessions run (`pi_live`).
+- oh-my-pi's named profiles (`OMP_PROFILE=<name>`, `--profile <name>`): each
+  `profiles/<name>/` is another root with all of the above (recorded:
+  `fixtures/oh-my-pi/18.2.3/profile-*`). A session id met under two roots is told by the first
+  one read (the default root's at catch-up: shallower paths are read first); the other copy is
+  left alone (a stale copy would end the live one's open turn; what it adds later is not told).
+  A profile's XDG folders (`$XDG_DATA_HOME/omp/profiles/<name>`, `$XDG_STATE_HOME/...`) lie
+  outside the home and without its `agent/` level: not read.
 
 A transcript is a list of entries forming a tree by `id`/`parentId` (every entry is counted,
 whichever branch it lies on): `session{id, timestamp, cwd}`, `model_change`, `message` whose
@@ -70,6 +77,7 @@ _ENDS: dict[str, TurnOutcome] = {
     "aborted": "interrupted",
 }
 _FINISH = {"toolUse": "tool_calls"}
+_PROFILE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # omp's own rule for a profile's name
 _STATUS = re.compile(r"^(\d{3}) ")  # `errorMessage` of an HTTP error: `400 {…body…}`
 TITLE_MAX = 200
 HISTORY = "agent/history.db"
@@ -91,6 +99,7 @@ class Shared:
     fed: dict[PurePosixPath, int] = field(default_factory=dict)
     interactive: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
+    roots: dict[str, str] = field(default_factory=dict)  # lead session → the root telling it
     live: Live | None = None  # oh-my-pi: its running processes and what their sessions do
 
 
@@ -104,11 +113,22 @@ class _PiFamily:
     holder_names: ClassVar[tuple[str, ...]] = ()  # both append with one open() per entry
     history: ClassVar[bool] = False
     subagents: ClassVar[bool] = False  # `<session basename>/<Name>.jsonl`
+    profiles: ClassVar[bool] = False  # `profiles/<name>/` roots of the same layout
 
     def __init__(self) -> None:
         self.shared = Shared(self.history)
 
+    def split(self, rel: PurePosixPath) -> tuple[str, PurePosixPath]:
+        """(the root of `rel`: "" or `profiles/<name>`, `rel` below that root)."""
+        parts = rel.parts
+        if self.profiles and len(parts) > 2 and parts[0] == "profiles" and profile(parts[1]):
+            return f"profiles/{parts[1]}", PurePosixPath(*parts[2:])
+        return "", rel
+
     def match(self, rel: PurePosixPath) -> FileKind | None:
+        return self._match(self.split(rel)[1])
+
+    def _match(self, rel: PurePosixPath) -> FileKind | None:
         if self.history and rel.as_posix() == HISTORY:
             return "sqlite"
         if self.shared.live is not None:
@@ -126,16 +146,19 @@ class _PiFamily:
         return None
 
     def reader(self, rel: PurePosixPath) -> FileReader:
-        if rel.as_posix() == HISTORY:
+        root, inner = self.split(rel)
+        if inner.as_posix() == HISTORY:
             return HistoryReader(self.shared)
-        if self.shared.live is not None and PRESENCE.match(rel.as_posix()):
-            return PresenceReader(self.shared.live, rel)
-        if self.shared.live is not None and rel.parts[:-1] == BREADCRUMBS:
-            return BreadcrumbReader(self.shared.live, rel)
-        folder = _FOLDER.match(rel.parts[-2])
-        if folder is None or len(rel.parts) != len(self.sessions) + 3:
-            return TranscriptReader(self.shared, rel)
-        return TranscriptReader(self.shared, rel, root=folder.group(1), subagent=rel.stem)
+        if self.shared.live is not None and PRESENCE.match(inner.as_posix()):
+            return PresenceReader(self.shared.live, rel, root)
+        if self.shared.live is not None and inner.parts[:-1] == BREADCRUMBS:
+            return BreadcrumbReader(self.shared.live, rel, root)
+        folder = _FOLDER.match(inner.parts[-2])
+        if folder is None or len(inner.parts) != len(self.sessions) + 3:
+            return TranscriptReader(self.shared, rel, origin=root)
+        return TranscriptReader(
+            self.shared, rel, root=folder.group(1), subagent=inner.stem, origin=root
+        )
 
 
 class Pi(_PiFamily):
@@ -159,9 +182,11 @@ class OhMyPi(_PiFamily):
         f"{HISTORY}-wal",
         "run/daemons",
         "/".join(BREADCRUMBS),
+        "profiles",  # whole, recursively: a profile created later is found as it appears
     )
     history: ClassVar[bool] = True
     subagents: ClassVar[bool] = True
+    profiles: ClassVar[bool] = True
 
     def __init__(self, terminal: Lookup = omp_terminal) -> None:
         """`terminal`: a running process's terminal and start time (the I/O of liveness)."""
@@ -170,6 +195,11 @@ class OhMyPi(_PiFamily):
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
         return Path(environ.get("HOME", "~")).expanduser() / ".omp"
+
+
+def profile(name: str) -> bool:
+    """A name omp accepts for a profile (`default` is the home's own root)."""
+    return bool(_PROFILE.match(name)) and not name.endswith(".") and name != "default"
 
 
 def usage_of(raw: Mapping[str, Any]) -> Usage:
@@ -211,7 +241,8 @@ def when(entry: Mapping[str, Any]) -> float | None:
 
 
 class TranscriptReader:
-    """One transcript: a lead session's, or an oh-my-pi sub-agent's (`root` = its session)."""
+    """One transcript: a lead session's, or an oh-my-pi sub-agent's (`root` = its session),
+    below the root `origin` (oh-my-pi: "" or `profiles/<name>`)."""
 
     def __init__(
         self,
@@ -220,8 +251,10 @@ class TranscriptReader:
         *,
         root: str | None = None,
         subagent: str | None = None,
+        origin: str = "",
     ) -> None:
-        self.shared, self.rel = shared, rel
+        self.shared, self.rel, self.origin = shared, rel, origin
+        self.elsewhere = False  # its session is told from another root's copy
         self.replay = shared.fed.get(rel, 0)  # records an earlier reader of this file reported
         self.count = 0
         self.session_id = root
@@ -239,12 +272,14 @@ class TranscriptReader:
     def feed(self, record: object) -> list[Event]:
         self.count += 1
         self.shared.fed[self.rel] = max(self.count, self.replay)
-        if not isinstance(record, dict):
+        if not isinstance(record, dict) or self.elsewhere:
             return []
         if record.get("type") == "title":
             return self._title(record)
         before = self.turn
         events = self._entry(record)
+        if self.elsewhere:
+            return []
         if self.count <= self.replay:
             events = []  # an earlier reader of this file told it: only the state is rebuilt
         if record.get("type") == "session" and self.title is not None:
@@ -304,6 +339,11 @@ class TranscriptReader:
     def _header(self, header: Mapping[str, Any]) -> list[Event]:
         own = nonempty(header.get("id"))
         if own is None:
+            return []
+        lead = own if self.main else self.session_id
+        assert lead is not None
+        if self.shared.roots.setdefault(lead, self.origin) != self.origin:
+            self.elsewhere = True
             return []
         cwd = nonempty(header.get("cwd"))
         if self.main:

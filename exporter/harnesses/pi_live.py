@@ -10,7 +10,10 @@ oh-my-pi 18.2.3, see `fixtures/oh-my-pi/18.2.3/interactive-live`):
   terminal, as lines: the cwd, the session file, `fresh` while that file is not written yet, and
   `cwdstat <dev> <ino>`. Rewritten when a session starts or is switched to, never deleted.
 
-A process shows the session named by its terminal's breadcrumb. Its terminal (the one on its
+Each oh-my-pi root (the home, and each named profile's `profiles/<name>`) has both kinds of
+files; a process shows the session named by its terminal's breadcrumb in its own root (the root
+of its presence file: a profile's process and the home's may have used the same terminal, and
+both roots keep their breadcrumb of it). Its terminal (the one on its
 standard input, which oh-my-pi names the breadcrumb after) and its start time (which tells a pid
 reused by another program later) are looked up once, when its presence file is read: `Lookup`
 is passed in and is the only I/O here. A process without a terminal
@@ -37,7 +40,7 @@ Lookup = Callable[[int], tuple[str, float] | None]
 """pid → (its terminal as breadcrumbs name it, its start time), None when it is no oh-my-pi
 process with a terminal."""
 
-PRESENCE = re.compile(r"^run/daemons/[0-9a-f]{16}/clients/(\d+)-[0-9A-Za-z-]+\.json$")
+PRESENCE = re.compile(r"(?:^|/)run/daemons/[0-9a-f]{16}/clients/(\d+)-[0-9A-Za-z-]+\.json$")
 BREADCRUMBS = ("agent", "terminal-sessions")
 _SESSION_FILE = re.compile(r"_([0-9A-Za-z-]+)\.jsonl$")
 
@@ -46,7 +49,7 @@ _SESSION_FILE = re.compile(r"_([0-9A-Za-z-]+)\.jsonl$")
 class Process:
     pid: int
     started: float
-    terminal: str
+    terminal: tuple[str, str]  # (its root, its terminal)
     source: str
     cwd: str | None
 
@@ -57,7 +60,8 @@ class Live:
 
     lookup: Lookup
     processes: dict[str, Process] = field(default_factory=dict)  # presence file → process
-    crumbs: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # terminal → session
+    crumbs: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
+    """(root, terminal) → (session, cwd) of its breadcrumb"""
     open_turns: dict[str, float] = field(default_factory=dict)  # session → since
     prompted: dict[str, float] = field(default_factory=dict)  # session → its first prompt
     activity: dict[str, float] = field(default_factory=dict)  # session → latest entry
@@ -98,16 +102,17 @@ class Live:
             for event in self.entry(process)
         ]
 
-    def on_terminal(self, terminal: str) -> list[Process]:
+    def on_terminal(self, terminal: tuple[str, str]) -> list[Process]:
         return [p for p in self.processes.values() if p.terminal == terminal]
 
 
 class PresenceReader:
     """`run/daemons/<hash>/clients/<pid>-<uuid>.json`: one running oh-my-pi process."""
 
-    def __init__(self, live: Live, rel: PurePosixPath) -> None:
-        self.live, self.source = live, rel.as_posix()
-        found = PRESENCE.match(self.source)
+    def __init__(self, live: Live, rel: PurePosixPath, root: str = "") -> None:
+        """`rel`: below the home; `root`: the root it lies in ("" or `profiles/<name>`)."""
+        self.live, self.source, self.root = live, rel.as_posix(), root
+        found = PRESENCE.search(self.source)
         self.pid = int(found.group(1)) if found else 0
 
     def feed(self, record: object) -> list[Event]:
@@ -128,7 +133,7 @@ class PresenceReader:
         process = Process(
             pid=self.pid,
             started=looked[1],
-            terminal=looked[0],
+            terminal=(self.root, looked[0]),
             source=self.source,
             cwd=cwd if isinstance(cwd, str) and cwd else None,
         )
@@ -139,8 +144,8 @@ class PresenceReader:
 class BreadcrumbReader:
     """`agent/terminal-sessions/<terminal>`: the session the process on that terminal shows."""
 
-    def __init__(self, live: Live, rel: PurePosixPath) -> None:
-        self.live, self.terminal = live, rel.name
+    def __init__(self, live: Live, rel: PurePosixPath, root: str = "") -> None:
+        self.live, self.terminal = live, (root, rel.name)
 
     def feed(self, record: object) -> list[Event]:
         crumb = parse_breadcrumb(record) if isinstance(record, str) else None
