@@ -199,7 +199,7 @@ class JournalReader:
         if not isinstance(record, dict):
             return []
         at = timestamp(record.get("timestamp"))
-        kind = record.get("type")
+        kind = record.get("type") if isinstance(record.get("type"), str) else None
         if at is not None:
             if self.first_at is None:
                 self.first_at = at

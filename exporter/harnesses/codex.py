@@ -129,6 +129,7 @@ def usage_of(raw: object) -> Usage:
 
 def role_of(meta: Mapping[str, Any]) -> Role:
     source, thread_source = meta.get("source"), meta.get("thread_source")
+    thread_source = thread_source if isinstance(thread_source, str) else None
     spawned = source.get("subagent") if isinstance(source, dict) else None
     other = spawned.get("other") if isinstance(spawned, dict) else None
     if thread_source == "guardian_review" or other == "guardian":
@@ -223,7 +224,7 @@ class RolloutReader:
         at = timestamp(record.get("timestamp"))
         if at is not None:
             self.previous_at, self.at = self.at, max(self.at, at)
-        kind = record.get("type")
+        kind = nonempty(record.get("type"))
         if kind == "session_meta":
             return self._meta(payload)
         if kind == "turn_context":
@@ -279,7 +280,7 @@ class RolloutReader:
     # -- turns ------------------------------------------------------------------------------
 
     def _event(self, payload: Mapping[str, Any]) -> list[Event]:
-        kind = payload.get("type")
+        kind = nonempty(payload.get("type"))
         if kind == "thread_settings_applied":
             settings = payload.get("thread_settings")
             return self._settings(settings) if isinstance(settings, dict) else []
@@ -391,7 +392,7 @@ class RolloutReader:
     # -- items ------------------------------------------------------------------------------
 
     def _item(self, payload: Mapping[str, Any]) -> list[Event]:
-        kind = payload.get("type")
+        kind = nonempty(payload.get("type"))
         if kind == "reasoning" or (kind == "message" and payload.get("role") == "assistant"):
             self._output_seen(tool=False)
             return []
@@ -456,7 +457,7 @@ class RolloutReader:
         return events
 
     def _completed(self, item: Mapping[str, Any]) -> list[Event]:
-        kind, call_id = item.get("type"), nonempty(item.get("id"))
+        kind, call_id = nonempty(item.get("type")), nonempty(item.get("id"))
         if kind in ("Reasoning", "AgentMessage"):
             self._output_seen(tool=False)
         elif kind == "CommandExecution" and call_id is not None:

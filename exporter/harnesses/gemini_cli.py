@@ -227,7 +227,7 @@ class ChatReader:
         at = timestamp(record.get("timestamp"))
         self.at = max(self.at, at or 0.0)
         self.order.setdefault(record["id"], len(self.order))
-        kind = record.get("type")
+        kind = nonempty(record.get("type"))
         if kind == "user":
             events += self._user(record)
         elif kind == "gemini":

@@ -51,7 +51,7 @@ from ..events import (
 )
 from .base import FileKind, FileReader
 from .claude_code import TITLE_MAX
-from .fields import count, home, timestamp
+from .fields import count, home, nonempty, timestamp
 
 INDEX = "active_sessions.json"
 _SESSION_FILES: dict[str, FileKind] = {
@@ -279,7 +279,7 @@ class EventsReader:
         if at is None:
             return []
         self.at = max(self.at, at)
-        kind = record.get("type")
+        kind = nonempty(record.get("type"))
         before = self.shared.status()
         events: list[Event] = []
         if kind == "turn_started":
@@ -384,7 +384,7 @@ class UpdatesReader:
         if not isinstance(update, dict):
             return []
         at = timestamp(record.get("timestamp"))
-        kind = update.get("sessionUpdate")
+        kind = nonempty(update.get("sessionUpdate"))
         if kind == "turn_completed":
             return self._usage(update, at)
         before = self.shared.status()

@@ -187,7 +187,7 @@ class DatabaseReader:
     def feed(self, record: object) -> list[Event]:
         row = _dict(record)
         data = _dict(row.get("data"))
-        kind = row.get("type")
+        kind = nonempty(row.get("type"))
         if kind in ("session.created.1", "session.updated.1"):
             return self._session(_dict(data.get("info")))
         if kind == "message.updated.1":
@@ -346,7 +346,7 @@ class DatabaseReader:
     # -- parts ------------------------------------------------------------------------------
 
     def _part(self, part: dict[str, Any]) -> list[Event]:
-        kind = part.get("type")
+        kind = nonempty(part.get("type"))
         if kind == "tool":
             return self._tool(part)
         message = self.messages.get(str(part.get("messageID")))

@@ -304,7 +304,7 @@ class TranscriptReader:
 
     def _entry(self, entry: Mapping[str, Any]) -> list[Event]:
         self.at = max(self.at, when(entry) or 0.0)
-        kind = entry.get("type")
+        kind = nonempty(entry.get("type"))
         if kind == "session":
             return self._header(entry)
         if self.session_id is None:

@@ -42,7 +42,7 @@ from ..events import (
     Usage,
 )
 from .fields import count, nonempty, timestamp
-from .vibe_store import UNKNOWN_MODEL, text_of
+from .vibe_store import UNKNOWN_MODEL, listed, text_of
 
 _HEADLESS_MARK = "# Headless Mode"
 
@@ -130,7 +130,7 @@ class Legacy:
         """The lead's `child_sessions`: each sub-agent's id, agent and launching call, started
         when that call was (or at the latest save, if its line was not read)."""
         events: list[Event] = []
-        for child in (self.meta or {}).get("child_sessions") or []:
+        for child in listed((self.meta or {}).get("child_sessions")):
             if not (isinstance(child, dict) and nonempty(child.get("session_id"))):
                 continue
             if child["session_id"] in self.linked or self.session_id is None:
@@ -208,7 +208,7 @@ class Legacy:
         message_id = nonempty(line.get("message_id"))
         if message_id:
             events.append(self._responded(message_id, at, Usage(), carried=False))
-        calls = [c for c in line.get("tool_calls") or [] if isinstance(c, dict)]
+        calls = [c for c in listed(line.get("tool_calls")) if isinstance(c, dict)]
         for call in calls:
             function = call.get("function") if isinstance(call.get("function"), dict) else {}
             assert isinstance(function, dict)

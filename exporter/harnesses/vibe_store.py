@@ -52,6 +52,11 @@ def usage(value: object) -> Usage:
     return Usage(input=max(0, total - cached), output=output, cache_read=cached)
 
 
+def listed(value: object) -> list[Any]:
+    """A JSON array, else nothing."""
+    return value if isinstance(value, list) else []
+
+
 def at_least_zero(value: Usage) -> Usage:
     return Usage(*(max(0, v) for v in value.as_dict().values()))
 

@@ -35,6 +35,7 @@ from .vibe_store import (
     Store,
     action_of,
     at_least_zero,
+    listed,
     result_outcome,
     text_of,
     tool_name,
@@ -226,7 +227,7 @@ def _history(store: Store, items: list[Any]) -> list[Event]:
         if not isinstance(message, dict):
             continue
         if message.get("role") == "assistant":
-            for part in message.get("content") or []:
+            for part in listed(message.get("content")):
                 if _is_call(part):
                     events += store.tool_started(part["id"], str(part.get("name") or "tool"))
         elif message.get("role") == "tool" and nonempty(message.get("tool_call_id")):
@@ -279,7 +280,7 @@ def _journal(store: Store, record: dict[str, Any]) -> list[Event]:
     payload = record.get("payload")
     if not isinstance(payload, dict):
         return []
-    kind = record.get("type")
+    kind = nonempty(record.get("type"))
     if kind == "core_input":
         determinism = payload.get("input")
         if isinstance(determinism, dict) and isinstance(determinism.get("determinism"), dict):
@@ -380,7 +381,7 @@ def _result(store: Store, payload: dict[str, Any]) -> list[Event]:
     outer = payload.get("result")
     if action is None or not isinstance(outer, dict):
         return []
-    kind = outer.get("type")
+    kind = nonempty(outer.get("type"))
     inner = outer.get("result") if isinstance(outer.get("result"), dict) else {}
     assert isinstance(inner, dict)
     if kind == "completion_succeeded":
@@ -392,7 +393,7 @@ def _result(store: Store, payload: dict[str, Any]) -> list[Event]:
             finish=nonempty(inner.get("finish_reason")),
             text=text_of(inner.get("parts")),
         )
-        for part in inner.get("parts") or []:
+        for part in listed(inner.get("parts")):
             if (
                 isinstance(part, dict)
                 and part.get("type") == "tool_call"
