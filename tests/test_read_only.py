@@ -94,3 +94,51 @@ def test_serve_changes_nothing_and_opens_no_credentials(tmp_path: Path) -> None:
     assert set(opens.written) <= {str(target)}  # only the test's own write
     assert opens.opened, "inotify saw no opens at all: the check would be vacuous"
     assert not [p for p in opens.opened if p.endswith(SECRETS)]
+
+
+OTHER_HOMES = {  # flag → (recorded home inside the fixture, credential files planted there)
+    "--gemini.home": ("gemini-cli/0.61.0/subagent/home/.gemini", ("oauth_creds.json",)),
+    "--opencode.home": ("opencode/1.18.33/subagent/home/.local/share/opencode", ("auth.json",)),
+    "--pi.home": ("pi/0.73.1/print-tool/home/agent", ("auth.json",)),
+    "--omp.home": ("oh-my-pi/18.2.3/profile-live/home", ("agent/auth.json", "agent/agent.db")),
+    "--grok.home": ("grok/hand-made/live-permission/home/.grok", ("auth.json",)),
+    "--vibe.home": ("vibe/3.0.2/tui/home/.vibe", (".env", "auth.json")),
+}
+
+
+def test_every_agent_home_is_left_as_it_was(tmp_path: Path) -> None:
+    """The other agents' recorded homes, with credential files planted: a `serve` over all of
+    them changes nothing (paths, sizes, inodes, modes, mtimes) and opens no credential file."""
+    homes, argv, secrets = [], [], []
+    for flag, (fixture, planted) in OTHER_HOMES.items():
+        home = tmp_path / flag.strip("-").replace(".", "-")
+        shutil.copytree(FIXTURES / fixture, home)
+        for name in planted:
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text('{"token": "planted"}')
+            secrets.append(str(home / name))
+        homes.append(home)
+        argv += [flag, str(home)]
+    before = snapshot(*homes)
+    opens = Opens()
+    observer = Observer()
+    for home in homes:
+        observer.schedule(opens, str(home), recursive=True)
+    observer.start()
+    try:
+        with run_exporter(tmp_path / "claude", tmp_path, *argv) as url:
+            for agent in ("gemini-cli", "opencode", "pi", "oh-my-pi", "grok", "vibe"):
+                wait_for(
+                    f"{agent} sessions",
+                    lambda agent=agent: (
+                        f'coding_agent_sessions_total{{agent="{agent}"'  # type: ignore[misc]
+                        in get(url + "/metrics")[1]
+                    ),
+                )
+    finally:
+        observer.stop()
+        observer.join()
+    assert snapshot(*homes) == before
+    assert not opens.written
+    assert opens.opened, "inotify saw no opens at all: the check would be vacuous"
+    assert not [p for p in opens.opened if p in secrets]
