@@ -4,12 +4,16 @@
     python bench/compare.py --history /tmp/cae-history --repeat 3
 
 Each round runs, one after another on the same files (page cache warm): the exporter's
-`metrics` over Claude Code's history with an empty cache (cold) and again with the cache the cold
-run wrote (warm), `serve` started on that cache until `/-/ready` answers, ccusage
-(`npx ccusage@20.0.24 session --json --offline`, `CLAUDE_CONFIG_DIR` = the same history), and
-the decode floor (one thread reading every line of every file and decoding it with msgspec). The
-median of the rounds is printed with each command; then the token totals of the exporter and
-ccusage, side by side.
+`metrics` over Claude Code's history with an empty cache (cold: with as many catch-up workers as
+the load leaves idle cores), cold again in one process and with one worker whatever the load
+(`CODING_AGENT_EXPORTER_CATCHUP_WORKERS=0`, `=1`: the three expositions must be identical, less
+the process's own metrics) and again with the cache the cold run wrote (warm),
+`serve` started on that cache until `/-/ready` answers, ccusage (`npx ccusage@20.0.24 session
+--json --offline`, `CLAUDE_CONFIG_DIR` = the same history), and the decode floor (one thread
+reading every line of every file and decoding it with msgspec). The median of the rounds is
+printed with each command, with the CPU seconds it used (workers included) and the load average
+before it (the machine may be shared); then the token totals of the exporter and ccusage, side
+by side.
 """
 
 from __future__ import annotations
@@ -24,12 +28,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 CCUSAGE = "ccusage@20.0.24"
 EXPORTER = [sys.executable, "-m", "exporter"]
+LAST_CPU, LOAD = [0.0], [0.0]
+WORKERS = "CODING_AGENT_EXPORTER_CATCHUP_WORKERS"
+_OWN = re.compile(r"^(process_|python_gc_)", re.M)
 _TOKENS = re.compile(r'^coding_agent_tokens_total\{agent="([^"]+)",.*type="(\w+)"\} (\S+)$', re.M)
 
 
@@ -38,10 +46,9 @@ def claude_only(history: Path) -> list[str]:
 
 
 def every_home(history: Path) -> list[str]:
-    """Flags for every generated home (bench/generate.py makes no OpenCode or Vibe history)."""
-    names = ("claude", "codex", "gemini", "pi", "omp", "grok")
-    pairs = [x for name in names for x in (f"--{name}.home", str(history / name))]
-    return [*pairs, "--no-harness.opencode", "--no-harness.vibe"]
+    """Flags for every home `bench/generate.py` makes."""
+    names = ("claude", "codex", "gemini", "pi", "omp", "grok", "vibe", "opencode")
+    return [x for name in names for x in (f"--{name}.home", str(history / name))]
 
 
 def _others_off(keep: str) -> list[str]:
@@ -51,16 +58,40 @@ def _others_off(keep: str) -> list[str]:
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) and stdout of one command."""
+    """Wall seconds, peak RSS (MB) and stdout of one command (its CPU seconds: `LAST_CPU`).
+
+    The peak is the command's own `VmHWM`, read every 10 ms while it runs: `wait4`'s
+    `ru_maxrss` would keep this process's own size from before the command's `exec`."""
+    LOAD[0] = os.getloadavg()[0]
     started = time.perf_counter()
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    peak, done = [0.0], threading.Event()
+    watcher = threading.Thread(target=_watch_peak, args=(process.pid, peak, done))
+    watcher.start()
     out = process.stdout.read() if process.stdout else b""
+    done.set()
+    watcher.join()
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime  # with the children it waited for
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {process.returncode}")
-    return seconds, usage.ru_maxrss / 1024, out.decode()
+    return seconds, peak[0], out.decode()
+
+
+def _watch_peak(pid: int, peak: list[float], done: threading.Event) -> None:
+    status = Path(f"/proc/{pid}/status")
+    while True:
+        try:
+            text = status.read_text()
+        except OSError:
+            return
+        for line in text.splitlines():
+            if line.startswith("VmHWM:"):
+                peak[0] = max(peak[0], int(line.split()[1]) / 1024)
+        if done.wait(0.01):
+            return
 
 
 def decode_floor(history: Path) -> tuple[float, float, str]:
@@ -100,6 +131,11 @@ def ready_seconds(args: list[str], state: Path) -> float:
         process.wait()
 
 
+def own_less(exposition: str) -> list[str]:
+    """The exposition less the process's own metrics (CPU, memory, GC: never the same)."""
+    return [line for line in exposition.splitlines() if not _OWN.match(line)]
+
+
 def tokens_of(exposition: str, agent: str) -> dict[str, int]:
     totals: dict[str, int] = {}
     for found, kind, value in _TOKENS.findall(exposition):
@@ -128,14 +164,22 @@ def main() -> None:
     flags = claude_only(history)
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(history / "claude")}
     ccusage = ["npx", "-y", CCUSAGE, "session", "--json", "--offline"]
-    rows: dict[str, list[tuple[float, float]]] = {}
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
     outputs: dict[str, str] = {}
     for _ in range(ns.repeat):
         state = Path(tempfile.mkdtemp(prefix="cae-bench-state-"))
         try:
             cold = [*EXPORTER, *flags, "--state.dir", str(state), "metrics"]
+            one = [*EXPORTER, *flags, "--state.dir", str(state / "one"), "metrics"]
+            two = [*EXPORTER, *flags, "--state.dir", str(state / "two"), "metrics"]
             runs = {
                 "exporter metrics, cold (empty cache)": lambda c=cold: timed(c),
+                "exporter metrics, cold, one process": lambda c=one: timed(
+                    c, {**os.environ, WORKERS: "0"}
+                ),
+                "exporter metrics, cold, one worker (forced)": lambda c=two: timed(
+                    c, {**os.environ, WORKERS: "1"}
+                ),
                 "exporter metrics, warm (second start)": lambda c=cold: timed(c),
                 "exporter serve, warm: start to /-/ready": lambda s=state: (
                     ready_seconds(flags, s),
@@ -149,8 +193,12 @@ def main() -> None:
             }
             for name, run in runs.items():
                 seconds, rss, out = run()
-                rows.setdefault(name, []).append((seconds, rss))
+                rows.setdefault(name, []).append((seconds, rss, LAST_CPU[0], LOAD[0]))
+                LAST_CPU[0] = 0.0
                 outputs[name] = out or outputs.get(name, "")
+            cold_runs = [outputs[name] for name in runs if ", cold" in name]
+            if any(own_less(out) != own_less(cold_runs[0]) for out in cold_runs):
+                raise SystemExit("the cold expositions differ (one process, workers)")
         finally:
             shutil.rmtree(state, ignore_errors=True)
     size = sum(p.stat().st_size for p in (history / "claude").rglob("*.jsonl"))
@@ -159,8 +207,14 @@ def main() -> None:
     for name, values in rows.items():
         seconds = statistics.median(v[0] for v in values)
         rss = statistics.median(v[1] for v in values)
+        cpu = statistics.median(v[2] for v in values)
         each = " ".join(f"{v[0]:.2f}" for v in values)
-        print(f"  {name:48} {seconds:7.2f} s  (runs: {each})  peak RSS {rss:6.1f} MB")
+        load = " ".join(f"{v[3]:.1f}" for v in values)
+        print(
+            f"  {name:48} {seconds:7.2f} s  (runs: {each}; load before: {load})  "
+            f"CPU {cpu:5.2f} s  peak RSS {rss:6.1f} MB"
+        )
+    print("  cold runs: identical expositions (less process_* and python_gc_*)")
     print("commands:")
     print(f"  {sys.executable} -m exporter {' '.join(flags)} --state.dir STATE metrics")
     print(f"  CLAUDE_CONFIG_DIR={history / 'claude'} {' '.join(ccusage)}")

@@ -1,28 +1,34 @@
 """A large, realistic agent history built from the recorded fixtures, the same for a given seed.
 
-    python bench/generate.py --out /tmp/cae-history --claude-sessions 2000 --claude-mb 1000
+    python bench/generate.py --out /tmp/cae-history --claude-sessions 2000 --claude-mb 1200
 
 Every session is a recorded fixture session (its lead file, sub-agent files and metadata) copied
 under fresh ids: the first 8 hex digits of every UUID and the first 6 of every stub message,
 tool and request id become the copy's number, so references inside a copy stay consistent and no two
 copies share an id. ISO timestamps move by a per-copy number of minutes (seeded); projects
 become `project-<k>` (50 of them). Claude Code tool results get a seeded filler (a file read,
-a build log) so the history reaches `--claude-mb` with the recorded record shapes. The other
-agents get sessions in proportion (`--others`, a fraction of the Claude Code sessions each).
+a build log) so the history comes near `--claude-mb` with the recorded record shapes (the
+filler estimate undershoots: 1200 gives 1,024 MB). The other agents get sessions in proportion
+(`--others`, a fraction of the Claude Code sessions each).
 
 Homes: `<out>/claude` (Claude Code), `<out>/codex`, `<out>/gemini` (Gemini CLI's `.gemini`),
-`<out>/pi` (pi's agent folder), `<out>/omp` (oh-my-pi), `<out>/grok`. Not generated: OpenCode
-(one SQLite database for all sessions: copying sessions means rewriting rows) and Mistral Vibe
-(its journals are hash-chained: a copy under new ids would be rejected as tampered).
+`<out>/pi` (pi's agent folder), `<out>/omp` (oh-my-pi), `<out>/grok`, `<out>/vibe` (Mistral
+Vibe's `.vibe`: each copied journal segment is hash-chained again, `record_sha256` recomputed
+and linked to the record before, so the copies read as untampered) and `<out>/opencode` (one
+SQLite database: the recorded databases' `event` rows, the only table the exporter reads,
+copied under fresh ids). Vibe's and OpenCode's own timestamps (`+00:00` strings, epoch
+milliseconds) are not moved: their copies overlap in time, which changes no count.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import re
 import shutil
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +42,12 @@ _STUB = re.compile(rb"((?:msg|toolu|req|call|resp|fc|chatcmpl)_stub_)[0-9a-f]{6}
 _ISO = re.compile(rb"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 _GEMINI_FILE = re.compile(r"^(session-\d{4}-\d\d-\d\dT\d\d-\d\d-)[0-9a-f]{8}(\.jsonl)$")
 _RESULT = re.compile(rb'("type":"tool_result","content":")')
+_VIBE_DIR = re.compile(r"^([a-z]+_\d{8}_\d{6}_)[0-9a-f]{8}$")  # legacy session_<time>_<id8>
+_NAMED_UUID = re.compile(r"(?<=_)[0-9a-f]{8}(?=-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+_VIBE_CHILD = re.compile(rb"(child-)[0-9a-f]{8}([0-9a-f]{16})")
+_OPENCODE_ID = re.compile(
+    rb"\b((?:ses|msg|prt|evt|per|tod)_)[0-9a-f]{6}([0-9a-f]{6}[0-9A-Za-z]{14})\b"
+)
 PROJECTS = 50
 
 
@@ -58,6 +70,21 @@ def _claude() -> list[tuple[Path, list[Path]]]:
     for home in _homes("claude-code", ""):
         files = sorted(p for p in (home / "projects").rglob("*") if p.is_file())
         if any(p.suffix == ".jsonl" for p in files):
+            found.append((home, files))
+    return found
+
+
+def _vibe() -> list[tuple[Path, list[Path]]]:
+    """A recorded home's sessions go together: a lead's store and its sub-agents' stores."""
+    found = []
+    for home in _homes("vibe", ".vibe"):
+        sessions = home / "logs" / "session"
+        files = sorted(
+            p
+            for p in sessions.rglob("*")
+            if p.is_file() and p.relative_to(sessions).parts[0] != "active"
+        )
+        if files:
             found.append((home, files))
     return found
 
@@ -104,6 +131,7 @@ AGENTS = (
     Agent("pi", "pi", _by_file("pi", "agent", "sessions/*/*.jsonl")),
     Agent("oh-my-pi", "omp", _by_file("oh-my-pi", "", "agent/sessions/*/*.jsonl")),
     Agent("grok", "grok", _by_folder("grok", ".grok", "sessions/*/*")),
+    Agent("vibe", "vibe", _vibe, ("config.toml",)),
 )
 
 
@@ -120,6 +148,8 @@ class Copier:
         data = data.replace(b"shop-api", self.project)
         data = _UUID.sub(lambda m: b"%08x" % self.n + m.group(1), data)
         data = _STUB.sub(lambda m: m.group(1) + b"%06x" % self.n + m.group(2), data)
+        data = _VIBE_CHILD.sub(lambda m: m.group(1) + b"%08x" % self.n + m.group(2), data)
+        data = _OPENCODE_ID.sub(lambda m: m.group(1) + b"%06x" % self.n + m.group(2), data)
         return _ISO.sub(self._moved, data)
 
     def _moved(self, m: re.Match[bytes]) -> bytes:
@@ -135,6 +165,8 @@ class Copier:
         found = _GEMINI_FILE.match(parts[-1])
         if found:
             parts[-1] = f"{found.group(1)}{self.n:08x}{found.group(2)}"
+        parts = [_VIBE_DIR.sub(lambda m: f"{m.group(1)}{self.n:08x}", p) for p in parts]
+        parts = [_NAMED_UUID.sub(f"{self.n:08x}", p) for p in parts]  # pi's <time>_<uuid>
         return "/".join(parts)
 
     def padded(self, data: bytes) -> bytes:
@@ -173,7 +205,10 @@ def generate(out: Path, claude: int, claude_mb: float, others: float, seed: int)
                 rel = path.relative_to(template_home).as_posix()
                 target = home / copier.name(rel)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(copier.padded(copier.text(path.read_bytes())))
+                data = copier.padded(copier.text(path.read_bytes()))
+                if agent.name == "vibe" and path.parent.name == "journal":
+                    data = rechained(data)
+                target.write_bytes(data)
             for name in agent.shared:
                 for found in sorted(template_home.rglob(name)):
                     rel = copier.name(found.relative_to(template_home).as_posix())
@@ -182,7 +217,57 @@ def generate(out: Path, claude: int, claude_mb: float, others: float, seed: int)
             (home / rel).parent.mkdir(parents=True, exist_ok=True)
             (home / rel).write_bytes(_merge(rel, pieces))
         made[agent.name] = count
+    made["opencode"] = opencode(out / "opencode", max(1, round(claude * others)), rng)
     return made
+
+
+def rechained(journal: bytes) -> bytes:
+    """A Vibe journal segment whose records changed: each record's hash again (of the record
+    without it, as sorted compact JSON), linked to the record before; the first links to none."""
+    out, previous = [], None
+    for line in journal.splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        record.pop("record_sha256", None)
+        record["previous_record_sha256"] = previous
+        body = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        previous = record["record_sha256"] = hashlib.sha256(body.encode()).hexdigest()
+        out.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode())
+    return b"\n".join(out) + b"\n"
+
+
+def opencode(home: Path, count: int, rng: random.Random) -> int:
+    """One OpenCode database of `count` recorded sessions under fresh ids: the `event` and
+    `event_sequence` tables (their recorded schema), the only ones the exporter reads."""
+    templates = []
+    for path in sorted(FIXTURES.glob("opencode/*/*/home/.local/share/opencode/opencode.db")):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            schema = [sql for (sql,) in db.execute(_SCHEMA)]
+            rows = db.execute("SELECT id, aggregate_id, seq, type, data FROM event").fetchall()
+            heads = db.execute("SELECT aggregate_id, seq, owner_id FROM event_sequence").fetchall()
+            templates.append((schema, rows, heads))
+    home.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(home / "opencode.db") as db:
+        for sql in templates[0][0]:
+            db.execute(sql)
+        for n in range(count):
+            _, rows, heads = templates[rng.randrange(len(templates))]
+            copier = Copier(n + 1, rng, 0)
+
+            def fresh(value: object, copier: Copier = copier) -> object:
+                return copier.text(value.encode()).decode() if isinstance(value, str) else value
+
+            db.executemany(_HEADS, [tuple(map(fresh, row)) for row in heads])
+            db.executemany(_EVENTS, [tuple(map(fresh, row)) for row in rows])
+    return count
+
+
+_SCHEMA = (
+    "SELECT sql FROM sqlite_master WHERE name IN ('event_sequence', 'event') ORDER BY name DESC"
+)
+_HEADS = "INSERT INTO event_sequence (aggregate_id, seq, owner_id) VALUES (?, ?, ?)"
+_EVENTS = "INSERT INTO event (id, aggregate_id, seq, type, data) VALUES (?, ?, ?, ?, ?)"
 
 
 def _claude_filler(templates: list[tuple[Path, list[Path]]], sessions: int, mb: float) -> int:
@@ -199,6 +284,8 @@ def _merge(rel: str, pieces: list[bytes]) -> bytes:
     """Index files: JSONL lines appended, JSON lists joined, JSON objects' maps united."""
     if rel.endswith(".jsonl"):
         return b"".join(p if p.endswith(b"\n") else p + b"\n" for p in pieces)
+    if rel.endswith(".toml"):
+        return pieces[0]  # one configuration (the recorded ones are all the same)
     values = [json.loads(p) for p in pieces]
     if all(isinstance(v, list) for v in values):
         return json.dumps([x for v in values for x in v]).encode()
@@ -223,7 +310,7 @@ def main() -> None:
     shutil.rmtree(ns.out, ignore_errors=True)
     started = time.perf_counter()
     made = generate(ns.out, ns.claude_sessions, ns.claude_mb, ns.others, ns.seed)
-    for agent in AGENTS:
+    for agent in (*AGENTS, Agent("opencode", "opencode", list)):
         home = ns.out / agent.out
         size = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
         files = sum(1 for p in home.rglob("*") if p.is_file())

@@ -11,8 +11,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -20,24 +20,18 @@ from prometheus_client.process_collector import ProcessCollector
 
 from . import webconfig
 from .cache import Cache
-from .checkpoint import Checkpoint
-from .config import Config, parse
+from .config import Config, endpoint_configured, parse
 from .engine import Engine, Source, Stats
 from .harnesses import make
 from .live import Probe, process_start
 from .metrics import ExporterCollector, StateCollector
-from .otel import (
-    CountingExporter,
-    JsonLinesExporter,
-    endpoint_configured,
-    otlp_exporter,
-    tracer,
-    tracer_provider,
-)
+from .procwatch import ProcessWatch
 from .state import State
-from .traces import SpanWriter
 from .views import iso, landing_page, session_rows, table
 from .watch import Watcher
+
+if TYPE_CHECKING:  # OpenTelemetry is imported only when traces are on
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger("exporter")
 RESCAN_EVERY = 30.0
@@ -104,14 +98,18 @@ class App:
                 log.info("catching up: %d/%d files (%d%%)", done, total, 100 * done // total)
 
         self.engine.catch_up(progress)
-        with self.state.lock:
-            self.state.refresh(self.clock(), self.probe)
+        self.refresh()
         log.info(
             "caught up: %d files, %d sessions in %.1fs",
             sum(self.stats.files.values()),
             len(self.state.sessions),
             time.monotonic() - started,
         )
+
+    def refresh(self) -> None:
+        """Decide again which sessions are live (and end the work of those that are not)."""
+        with self.state.lock:
+            self.state.refresh(self.clock(), self.probe)
 
 
 class Spans:
@@ -126,15 +124,20 @@ class Spans:
         exporter: SpanExporter | None = None,
         backfill: float | None = None,
     ) -> None:
-        self.exporter = CountingExporter(exporter or otlp_exporter(environ))
-        self.provider = tracer_provider(environ, self.exporter)
+        from .checkpoint import Checkpoint
+        from .otel import CountingExporter, otlp_exporter, tracer, tracer_provider
+        from .traces import SpanWriter
+
         self.checkpoint = Checkpoint(config.state_dir if exporter is None else None)
+        self.exporter = CountingExporter(exporter or otlp_exporter(environ), self.checkpoint)
+        self.provider = tracer_provider(environ, self.exporter)
         since = started  # by default no history: only turns from now on
         backfill = config.backfill if backfill is None else backfill
         if backfill is not None:
             since = started - backfill
-        elif self.checkpoint.saved_at is not None:
-            since = self.checkpoint.saved_at  # pick up where the last run stopped
+        elif self.checkpoint.since is not None:
+            since = self.checkpoint.since  # every turn since tracing began that was not sent
+        self.checkpoint.begin(since)
         self.writer = SpanWriter(
             tracer(self.provider),
             config.project,
@@ -194,12 +197,16 @@ def serve(config: Config) -> int:
     signal.signal(signal.SIGINT, on_signal)
     watcher = Watcher(app.engine.roots)
     watcher.start()  # before catching up, so nothing written meanwhile is missed
+    procs = ProcessWatch(lambda _: app.refresh())  # a live session's process exited
+    procs.start()
     try:
         app.catch_up()
         ready.set()
         app.engine.save_cache()
         last_rescan = time.monotonic()
         while not stop.is_set():
+            with app.state.lock:
+                procs.watch((e.pid, e.started_at) for e in app.state.entries.values())
             changed = watcher.changed(timeout=1.0)
             if changed:
                 app.engine.changed(sorted(changed))
@@ -211,6 +218,7 @@ def serve(config: Config) -> int:
                 spans.save(now=time.time())
     finally:
         watcher.stop()
+        procs.stop()
         server.shutdown()
         server.server_close()
         if spans is not None:
@@ -247,6 +255,8 @@ def _traces(config: Config) -> int:
             "no OTLP endpoint: set OTEL_EXPORTER_OTLP_ENDPOINT, or write a file with --output"
         )
         return 2
+    from .otel import JsonLinesExporter
+
     exporter = JsonLinesExporter(config.output) if config.output is not None else None
     spans = Spans(config, os.environ, time.time(), exporter=exporter, backfill=config.since)
     app = App(config, process_metrics=False, spans=spans)

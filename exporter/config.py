@@ -19,7 +19,6 @@ from . import __version__
 from .checkpoint import default_dir
 from .harnesses import HARNESSES
 from .labels import ProjectLabel
-from .otel import endpoint_configured
 from .settings import vibe_settings
 
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
@@ -50,6 +49,15 @@ class Config:
     web_config: Path | None = None
     output: Path | None = None
     models: dict[str, str] = field(default_factory=dict)  # harness → model its settings name
+
+
+def endpoint_configured(environ: Mapping[str, str]) -> bool:
+    """An OTLP endpoint is set (traces default to on); here, not in `otel`, so that parsing the
+    flags never imports OpenTelemetry."""
+    return bool(
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
 
 
 def env_name(flag: str) -> str:

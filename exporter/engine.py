@@ -10,7 +10,8 @@ the `-wal` or `-journal` is a change of the database). A harness may name a sing
 `watch_dirs` (an index at the home's top). A locked database costs nothing: it is counted
 (`locked`) and read again at its next change. A bad line, an unreadable file or a reader that
 raises costs that record or that file: it is counted in `Stats` and logged once per file and
-reason, and reading goes on.
+reason, and reading goes on. A catch-up of a large history may hand whole files to worker
+processes (`pool`); what they found is folded here, in the same order as reading them here.
 """
 
 from __future__ import annotations
@@ -18,19 +19,23 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from . import pool
 from .cache import Cache, Snapshot
 from .decode import loads
 from .events import Event
-from .harnesses import FileReader, Harness, RecordRejected, TableReader
+from .harnesses import FileKind, FileReader, Harness, TableReader
 from .holders import HeldSessions
+from .observer import NoObserver
+from .pool import Ahead, Fed, Job, feed, feed_lines
 from .sqlite_tail import SqliteTail
 from .state import State
-from .tail import JsonDoc, JsonlTail, ZstdJsonl
+from .tail import JsonDoc, JsonlTail, TailResult, ZstdJsonl
 
 log = logging.getLogger(__name__)
 _COMPANIONS = ("-wal", "-journal")
@@ -79,11 +84,15 @@ class Engine:
         state: State,
         stats: Stats | None = None,
         cache: Cache | None = None,
+        workers: int | None = None,
     ) -> None:
         self.sources = list(sources)
         self.state = state
         self.stats = stats or Stats()
         self.cache = cache
+        self.workers = pool.workers_wanted() if workers is None else workers
+        self.min_bytes = pool.MIN_BYTES  # of unread files, for the workers to start (`pool`)
+        self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
         self._files: dict[Path, _File] = {}
         self._logged: set[tuple[Path, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
@@ -100,11 +109,12 @@ class Engine:
 
         With a cache, the last catch-up's result is loaded first, then only what changed since
         is read (`cache`); the result is taken for the cache before any process is probed."""
+        snapshot = self._load()
         found: list[tuple[Path, Source]] = []
-        for source in self.sources:
-            found += self._scan(source)
+        for i, source in enumerate(self.sources):
+            found += self._scan(source, _known(snapshot, i))
         found.sort(key=lambda item: (len(item[0].parts), str(item[0])))
-        fresh = self._restore()
+        fresh = self._restore(snapshot)
         read_before = sum(self.stats.bytes_read.values())
         try:
             if fresh is not None and not self._files.keys() <= {path for path, _ in found}:
@@ -133,12 +143,36 @@ class Engine:
     ) -> None:
         self._cached = cached
         try:
-            for done, (path, source) in enumerate(found, 1):
-                self._read(path, source)
-                if progress is not None:
-                    progress(done, len(found))
+            with self._ahead(found) as ahead:
+                for done, (path, source) in enumerate(found, 1):
+                    taken = ahead.take(done) if ahead is not None else None
+                    if taken is None:
+                        self._read(path, source)
+                    else:
+                        self._adopt(path, source, taken)
+                    if progress is not None:
+                        progress(done, len(found))
         finally:
             self._cached = False
+
+    def _ahead(self, found: list[tuple[Path, Source]]) -> Ahead | nullcontext[None]:
+        """Workers for the files not read yet whose readers keep to their own file, if there
+        is enough of them to be worth it (`pool`)."""
+        if self.workers < 1:
+            return nullcontext()
+        jobs, sizes = [], []
+        content = not isinstance(self.state.observer, NoObserver)  # spans may show it
+        for position, (path, source) in enumerate(found, 1):
+            if path in self._files or source.harness.name not in pool.PARALLEL:
+                continue
+            rel = _rel(path, source)
+            kind = self._kind(path, source, rel)
+            if kind in ("jsonl", "zstd"):
+                jobs.append(Job(position, source.harness, rel, path, kind == "zstd", content))
+                sizes.append(_size(path))
+        if sum(sizes) < self.min_bytes:
+            return nullcontext()
+        return Ahead(pool.batches(jobs, sizes), self.workers, steal=self.steal)
 
     def changed(self, paths: Iterable[Path]) -> None:
         """Handle what the watcher reported: files read again, folders scanned for new files."""
@@ -181,10 +215,16 @@ class Engine:
             stats={name: getattr(self.stats, name) for name in _STATS_KEPT},
         )
 
-    def _restore(self) -> Snapshot | None:
-        """Load the cache's result, if there is one; return what it replaced (to undo it)."""
+    def _load(self) -> Snapshot | None:
+        """The cache's result, if there is one for these sources and nothing was read yet."""
         snapshot = self.cache.load() if self.cache is not None and not self._files else None
         if snapshot is None or len(snapshot.harnesses) != len(self.sources):
+            return None
+        return snapshot
+
+    def _restore(self, snapshot: Snapshot | None) -> Snapshot | None:
+        """Install the cache's result, if any; return what it replaced (to undo it)."""
+        if snapshot is None:
             return None
         before = self._snapshot()
         self._install(snapshot)
@@ -211,20 +251,28 @@ class Engine:
                 return source
         return None
 
-    def _scan(self, source: Source) -> list[tuple[Path, Source]]:
+    def _scan(
+        self, source: Source, known: Mapping[str, Path] | None = None
+    ) -> list[tuple[Path, Source]]:
         agent = source.harness.name
         up = True
         found: list[tuple[Path, Source]] = []
+        if known is None:
+            known = {str(p): p for p, entry in self._files.items() if entry.source is source}
         for folder in source.harness.watch_dirs:
             try:
-                found += self._walk(source, source.home / folder)
+                found += self._walk(source, source.home / folder, known)
             except OSError as error:
                 up = False
                 self._once(source.home / folder, "read_error", agent, error)
         self.stats.up[agent] = up
         return found
 
-    def _walk(self, source: Source, top: Path) -> Iterator[tuple[Path, Source]]:
+    def _walk(
+        self, source: Source, top: Path, known: Mapping[str, Path] | None = None
+    ) -> Iterator[tuple[Path, Source]]:
+        """The files under `top` the harness reads; `known` (by name) were matched before."""
+        known = known or {}
         if not top.is_dir():
             if top.is_file() and source.harness.match(_rel(top, source)) is not None:
                 yield top, source  # a single file the harness watches
@@ -238,9 +286,13 @@ class Engine:
             self._once(Path(error.filename or top), "read_error", agent, error)
 
         for folder, _, names in os.walk(top, onerror=skipped):
-            base = Path(folder)
-            rel = _rel(base, source)  # once per folder: a file costs no stat, no relative_to
+            base, rel = Path(folder), None  # once per folder: a file costs no stat
             for name in names:
+                path = known.get(f"{folder}/{name}")  # read before: matched then
+                if path is not None:
+                    yield path, source
+                    continue
+                rel = rel or _rel(base, source)
                 if source.harness.match(rel / name) is not None:
                     yield base / name, source
 
@@ -257,10 +309,18 @@ class Engine:
         else:
             self._read_doc(path, entry, entry.tail)
 
-    def _open(self, path: Path, source: Source) -> _File | None:
-        rel = _rel(path, source)
+    def _kind(self, path: Path, source: Source, rel: PurePosixPath) -> FileKind | None:
+        """What the harness reads the file as; None to leave it alone (a compressed file
+        whose plain twin exists: the plain file wins)."""
         kind = source.harness.match(rel)
         if kind is None or (kind == "zstd" and path.with_suffix("").exists()):
+            return None
+        return kind
+
+    def _open(self, path: Path, source: Source) -> _File | None:
+        rel = _rel(path, source)
+        kind = self._kind(path, source, rel)
+        if kind is None:
             return None
         reader = source.harness.reader(rel)
         tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(path, text=kind == "text")
@@ -276,27 +336,41 @@ class Engine:
         return entry
 
     def _read_lines(self, path: Path, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
+        more = True
+        while more:  # a large file comes in pieces (`tail.READ_LIMIT`)
+            result = tail.read()
+            if result.reset and result.error is None:
+                if self._cached:
+                    raise _Stale(f"{path} was replaced")
+                entry.reader = entry.source.harness.reader(entry.rel)
+            if self._lines_read(path, entry, result, Fed()):
+                for line in result.lines:  # folded record by record: nothing piles up
+                    self._fold(path, entry, feed_lines(entry.reader, (line,)))
+            more = result.more and result.error is None
+
+    def _adopt(self, path: Path, source: Source, taken: pool.Read) -> None:
+        """A file a worker read: its follower and reader join the others, what it said is
+        folded here, in its turn."""
+        entry = _File(source, path, taken.reader, taken.tail)
+        self._files[path] = entry
+        self.stats.files[source.harness.name] += 1
+        self._lines_read(path, entry, taken.result, taken.fed)
+        if taken.result.more and taken.result.error is None:  # a large file: the rest here
+            self._read_lines(path, entry, taken.tail)
+
+    def _lines_read(self, path: Path, entry: _File, result: TailResult, fed: Fed) -> bool:
+        """What a read of lines found, with what a worker's reader said of them (`fed`); False
+        if the file could not be read."""
         agent = entry.source.harness.name
-        result = tail.read()
         self.stats.bytes_read[agent] += result.bytes_read
         if result.error is not None:
             self._failed(path, entry, result.error)
-            return
-        if result.reset:
-            if self._cached:
-                raise _Stale(f"{path} was replaced")
-            entry.reader = entry.source.harness.reader(entry.rel)
+            return False
         if result.oversized:
             self.stats.parse_errors[(agent, "oversized_line")] += result.oversized
             self._once(path, "oversized_line", agent, "line over the size limit skipped")
-        for line in result.lines:
-            try:
-                record = loads(line.text)
-            except ValueError as error:
-                self.stats.parse_errors[(agent, "invalid_json")] += 1
-                self._once(path, "invalid_json", agent, f"line {line.number}: {error}")
-                continue
-            self._feed(path, entry, record, f"line {line.number}")
+        self._fold(path, entry, fed)
+        return True
 
     def _read_rows(self, path: Path, entry: _File, tail: SqliteTail) -> None:
         agent = entry.source.harness.name
@@ -348,24 +422,24 @@ class Engine:
         self._feed(path, entry, result.data, "document")
 
     def _feed(self, path: Path, entry: _File, record: object, where: str) -> None:
+        fed = Fed()
+        feed(entry.reader, record, where, fed)
+        self._fold(path, entry, fed)
+
+    def _fold(self, path: Path, entry: _File, fed: Fed) -> None:
+        """What a reader said, into the health counters, the log and the state."""
         agent = entry.source.harness.name
-        self.stats.records[agent] += 1
-        try:
-            events = entry.reader.feed(record)
-        except RecordRejected as error:  # the reader's own verdict: counted under its reason
-            self.stats.parse_errors[(agent, error.reason)] += 1
-            self._once(path, error.reason, agent, f"{where}: {error}")
-            return
-        except Exception as error:  # a reader bug costs one record, never the loop
-            self.stats.parse_errors[(agent, "reader_error")] += 1
-            self._once(path, "reader_error", agent, f"{where}: {error!r}")
-            return
+        self.stats.records[agent] += fed.records
+        for reason, detail in fed.errors:
+            self.stats.parse_errors[(agent, reason)] += 1
+            self._once(path, reason, agent, detail)
         held = entry.source.held
-        if held is not None and events:
-            session_id = getattr(events[0], "session_id", None)
-            if isinstance(session_id, str):
-                held.note(path, session_id, shared=isinstance(entry.tail, SqliteTail))
-        self._apply(entry.source, events)
+        for events in fed.groups:
+            if held is not None:
+                session_id = getattr(events[0], "session_id", None)
+                if isinstance(session_id, str):
+                    held.note(path, session_id, shared=isinstance(entry.tail, SqliteTail))
+            self._apply(entry.source, events)
 
     def _apply(self, source: Source, events: list[Event]) -> None:
         with self.state.lock:
@@ -395,6 +469,20 @@ def _database_of(path: Path, source: Source) -> Path:
 
 def _rel(path: Path, source: Source) -> PurePosixPath:
     return PurePosixPath(path.relative_to(source.home).as_posix())
+
+
+def _known(snapshot: Snapshot | None, source: int) -> dict[str, Path] | None:
+    """The files of a source the cache's result read (by name: a walk makes names)."""
+    if snapshot is None:
+        return None
+    return {str(tail.path): tail.path for i, tail, _ in snapshot.files if i == source}
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the worker meets the error, the main process reports it
 
 
 _NOT_CACHED = frozenset({"lock", "observer", "find"})

@@ -62,7 +62,8 @@ class HeldSessions:
     first session for a journal, the `SHARED_RECENT` latest ones for a shared database) and
     calls `probe` with the files that just changed; each holding process becomes an entry
     (`derived`: its state comes from the session's turns), an entry whose file is no longer
-    held is removed. A holder that exits is noticed at the next scrape (its pid is gone).
+    held is removed. A holder that exits is noticed at once (`procwatch`), or at the next
+    scrape (its pid is gone).
     """
 
     def __init__(

@@ -7,7 +7,8 @@ last holds it. A daemon spare (`hidden`) holds nothing; a terminal that parked i
 a running background job (`parked_job_id` = that job's `job_id`) yields to the job's entry.
 
 `probe(pid)` returns the process start time in Unix seconds, or None when there is no such
-process; it is the only I/O here and is passed in, so tests use plain functions.
+process; it is the only I/O here and is passed in, so tests use plain functions. The probe runs
+at each scrape, and as soon as a watched process exits (`procwatch.ProcessWatch`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,14 @@ PID_REUSE_TOLERANCE = 5.0
 
 
 def process_start(pid: int) -> float | None:
-    """The start time of `pid`, or None if it does not exist (or cannot be seen)."""
+    """The start time of `pid`, or None if it does not exist (or cannot be seen). A zombie (it
+    exited, its parent has not collected it yet) does not exist: it runs nothing any more."""
     try:
-        return float(psutil.Process(pid).create_time())
+        process = psutil.Process(pid)
+        with process.oneshot():
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return float(process.create_time())
     except (psutil.Error, OSError, ValueError):
         return None
 

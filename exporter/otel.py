@@ -3,6 +3,7 @@
 OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   where spans go
 OTEL_EXPORTER_OTLP_PROTOCOL / ..._TRACES_PROTOCOL   http/protobuf (default) or grpc
 OTEL_EXPORTER_OTLP_HEADERS, ..._TIMEOUT, ..._COMPRESSION  read by the OTLP exporters
+OTEL_EXPORTER_OTLP_CERTIFICATE, ..._CLIENT_CERTIFICATE, ..._CLIENT_KEY  TLS, ditto
 OTEL_SERVICE_NAME (default coding-agent-exporter), OTEL_RESOURCE_ATTRIBUTES
 """
 
@@ -14,8 +15,9 @@ import threading
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import requests
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -30,13 +32,6 @@ from .semconv import SCHEMA_URL
 from .traces import NEXT_IDS
 
 SERVICE_NAME = "coding-agent-exporter"
-
-
-def endpoint_configured(environ: Mapping[str, str]) -> bool:
-    return bool(
-        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    )
 
 
 class DeterministicIds(IdGenerator):
@@ -54,15 +49,24 @@ class DeterministicIds(IdGenerator):
         return ids[0] if ids else self._random.generate_trace_id()
 
 
-class CountingExporter(SpanExporter):
-    """Counts what the wrapped exporter sent and what it failed to send."""
+class Ledger(Protocol):
+    def admit(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]: ...
 
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner = inner
+
+class CountingExporter(SpanExporter):
+    """Counts what the wrapped exporter sent and what it failed to send; with a `ledger`
+    (`checkpoint.Checkpoint`), spans it says were sent before are not sent again."""
+
+    def __init__(self, inner: SpanExporter, ledger: Ledger | None = None) -> None:
+        self.inner, self.ledger = inner, ledger
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.ledger is not None:
+            spans = self.ledger.admit(spans)
+            if not spans:
+                return SpanExportResult.SUCCESS
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter bug must not kill the export thread
@@ -127,7 +131,28 @@ def otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
         OTLPSpanExporter as HTTPSpanExporter,
     )
 
-    return HTTPSpanExporter()
+    return HTTPSpanExporter(session=_KeepsItsCA())
+
+
+class _KeepsItsCA(requests.Session):
+    """A session whose own CA file (OTEL_EXPORTER_OTLP_CERTIFICATE) wins: plain requests lets
+    REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace it (psf/requests#3829), so on a machine that
+    sets either, the endpoint's certificate would be checked against the wrong authorities."""
+
+    def merge_environment_settings(
+        self,
+        url: str,
+        proxies: Any,
+        stream: Any,
+        verify: Any,
+        cert: Any,
+    ) -> dict[str, Any]:
+        settings: dict[str, Any] = super().merge_environment_settings(
+            url, proxies, stream, verify, cert
+        )
+        if verify is None and isinstance(self.verify, str):
+            settings["verify"] = self.verify
+        return settings
 
 
 class QueueProcessor(SpanProcessor):

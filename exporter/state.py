@@ -46,6 +46,10 @@ TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0,
 TOOL_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 ABANDON_AFTER = 120.0
 """A session with no live process and an open turn is closed this long after its last record."""
+IDLE_SETTLE = 2.0
+"""A live index gone idle ends an open turn only this long after it said so: the journal's own
+end, written just before, can reach the reader after the index (the two folders are watched
+apart), and it is the one that counts, so a live run and a recount agree."""
 RECENT_MESSAGES = 4096
 """Responses whose usage may still grow (their copies are written close together); older ones
 are only remembered as seen, so memory does not grow with the usage of all history."""
@@ -375,7 +379,8 @@ class State:
             session = self.session(*key)
             if entry.status in ("idle", "shell") and session.turn_open_at is not None:
                 at = entry.status_at or now
-                if at >= session.turn_open_at:
+                settled = entry.status_at is None or now - at >= IDLE_SETTLE
+                if at >= session.turn_open_at and settled:
                     self._close(session, at, foreground_only=True)
         for key, session in self.sessions.items():
             if key in self.live or not session.has_open_work():

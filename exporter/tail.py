@@ -12,8 +12,10 @@ complete new lines as ``Line`` values (bytes; callers decode and parse). The con
 * ``\\r\\n`` endings lose the ``\\r``. Empty lines are skipped but still counted in
   ``Line.number``.
 * A line longer than ``max_line_bytes`` is skipped and counted in ``oversized``; its bytes
-  are dropped as they are read (memory stays under ``max_line_bytes`` plus one 64 KiB
+  are dropped as they are read (memory stays under twice ``max_line_bytes`` plus one 64 KiB
   chunk) and ``offset`` moves past them, so they are never read again.
+* Each line's bytes are copied once from what was read (a line spanning reads is joined
+  once), so following a file costs little more than reading it.
 * Truncation (size below the offset) and rewrite/replacement (another device or inode,
   or the first 64 bytes differ from those seen before) restart at byte 0 with
   ``reset=True``: the caller drops what it derived from this file.
@@ -58,8 +60,11 @@ __all__ = [
     "ZstdJsonl",
 ]
 
-_CHUNK = 64 * 1024
+_CHUNK = 65536
 _HEAD = 64
+READ_LIMIT = 8 * 1024 * 1024
+"""Bytes one ``JsonlTail.read()`` goes through at most (beyond the line it is in), so a large
+file is read in pieces and memory does not grow with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,8 @@ class TailResult:
     error: OSError | None
     oversized: int
     """Lines skipped for exceeding ``max_line_bytes``."""
+    more: bool = False
+    """The read stopped after ``READ_LIMIT`` bytes: call again for the rest."""
 
 
 @dataclass(slots=True)
@@ -105,6 +112,7 @@ class JsonlTail:
     def __init__(self, path: Path, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
         self.path = path
         self._max = max_line_bytes
+        self._limit = READ_LIMIT
         self._cursor = _Cursor()
         self._ident: tuple[int, int] | None = None
         self._head = b""
@@ -123,6 +131,7 @@ class JsonlTail:
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         path, self._max, offset, number, discarding, self._ident, self._head, self._mtime_ns = state
+        self._limit = READ_LIMIT
         self.path, self._cursor = Path(path), _Cursor(offset, number, discarding)
 
     def read(self) -> TailResult:
@@ -152,48 +161,62 @@ class JsonlTail:
         head = os.pread(fd, _HEAD, 0)
         reset = self._replaced(ident, st.st_size, head)
         cursor = _Cursor() if reset else replace(self._cursor)
-        lines, nread, oversized = self._scan(fd, cursor)
+        lines, nread, oversized, more = self._scan(fd, cursor)
         # Commit only now: an OSError above leaves the old state for a retry.
         self._cursor, self._ident, self._head = cursor, ident, head
         self._mtime_ns = st.st_mtime_ns
-        return TailResult(lines, reset, nread, None, oversized)
+        return TailResult(lines, reset, nread, None, oversized, more)
 
     def _replaced(self, ident: tuple[int, int], size: int, head: bytes) -> bool:
         if self._ident is None:
             return False
         return ident != self._ident or size < self._cursor.offset or not head.startswith(self._head)
 
-    def _scan(self, fd: int, cursor: _Cursor) -> tuple[list[Line], int, int]:
+    def _scan(self, fd: int, cursor: _Cursor) -> tuple[list[Line], int, int, bool]:
         lines: list[Line] = []
         nread = oversized = 0
-        buf = bytearray()  # bytes from cursor.offset on, not yet consumed
-        while chunk := os.pread(fd, _CHUNK, cursor.offset + len(buf)):
+        held: list[bytes] = []  # bytes from cursor.offset on, not yet consumed (no newline yet)
+        size = 0
+        start = cursor.offset
+        while chunk := os.pread(fd, _CHUNK, cursor.offset + size):
+            if nread >= self._limit and cursor.offset > start:  # the rest at the next call
+                return lines, nread, oversized, True
             nread += len(chunk)
-            buf += chunk
-            if cursor.discarding or b"\n" in chunk or len(buf) > self._max:
-                oversized += self._split(buf, cursor, lines)
-        return lines, nread, oversized
+            held.append(chunk)
+            size += len(chunk)
+            if cursor.discarding or b"\n" in chunk or size > self._max:
+                data = chunk if len(held) == 1 else b"".join(held)
+                rest, skipped = self._split(data, cursor, lines)
+                oversized += skipped
+                held, size = ([rest] if rest else []), len(rest)
+        return lines, nread, oversized, False
 
-    def _split(self, buf: bytearray, cursor: _Cursor, lines: list[Line]) -> int:
-        """Consume the complete lines at the front of ``buf``; return how many were too long."""
+    def _split(self, data: bytes, cursor: _Cursor, lines: list[Line]) -> tuple[bytes, int]:
+        """Consume the complete lines at the front of `data` (each copied once, straight into
+        its `Line`); return the rest and how many lines were too long."""
         oversized = start = 0
-        while (end := buf.find(b"\n", start)) >= 0:
+        find, path = data.find, self.path
+        while (end := find(b"\n", start)) >= 0:
             if cursor.discarding:
                 cursor.discarding = False
             elif end - start > self._max:
                 oversized += 1
-            elif text := bytes(buf[start:end]).removesuffix(b"\r"):
-                lines.append(Line(self.path, cursor.offset + start, cursor.number + 1, text))
+            else:
+                stop = end - 1 if end > start and data[end - 1] == 13 else end  # 13: "\r"
+                if stop > start:
+                    lines.append(
+                        Line(path, cursor.offset + start, cursor.number + 1, data[start:stop])
+                    )
             cursor.number += 1
             start = end + 1
         cursor.offset += start
-        del buf[:start]
-        if cursor.discarding or len(buf) > self._max:
+        rest = data[start:] if start else data
+        if cursor.discarding or len(rest) > self._max:
             oversized += not cursor.discarding
             cursor.discarding = True
-            cursor.offset += len(buf)
-            buf.clear()
-        return oversized
+            cursor.offset += len(rest)
+            rest = b""
+        return rest, oversized
 
 
 class ZstdJsonl:

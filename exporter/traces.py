@@ -146,8 +146,7 @@ class SpanWriter:
         span.set_attribute(sc.TURN_OUTCOME, outcome)
         if outcome == "failed":
             span.set_status(Status(StatusCode.ERROR, "the turn ended in an API error"))
-        span.end(_ns(at))
-        self.checkpoint.add(turn.context.trace_id, at)
+        span.end(_ns(at))  # the checkpoint notes the turn when this span is sent
 
     # -- model calls ---------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """A real OTLP endpoint in the test process: HTTP/protobuf and gRPC, built from the same
-protobuf and grpc packages the OTLP exporter uses. It keeps every span it receives."""
+protobuf and grpc packages the OTLP exporter uses, over TLS when given a server context or
+credentials. It keeps every span it receives and the headers (metadata) each request came with."""
 
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -37,11 +39,17 @@ class Sink:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
+        self.headers: list[dict[str, str]] = []  # per request, names in lower case
         self._lock = threading.Lock()
 
-    def take(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
+    def take(
+        self,
+        request: trace_service_pb2.ExportTraceServiceRequest,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         with self._lock:
             self.requests += 1
+            self.headers.append({k.lower(): v for k, v in (headers or {}).items()})
             for resource_spans in request.resource_spans:
                 attrs = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
                 for scope in resource_spans.scope_spans:
@@ -61,7 +69,7 @@ class Sink:
 
 
 class HttpSink(Sink):
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         super().__init__()
         sink = self
 
@@ -72,7 +80,7 @@ class HttpSink(Sink):
                     body = gzip.decompress(body)
                 request = trace_service_pb2.ExportTraceServiceRequest()
                 request.ParseFromString(body)
-                sink.take(request)
+                sink.take(request, dict(self.headers.items()))
                 reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -84,7 +92,11 @@ class HttpSink(Sink):
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -93,18 +105,23 @@ class HttpSink(Sink):
 
 
 class GrpcSink(Sink, trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self) -> None:
+    def __init__(self, credentials: grpc.ServerCredentials | None = None) -> None:
         super().__init__()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
-        self.endpoint = f"http://127.0.0.1:{port}"
+        if credentials is None:
+            port = self.server.add_insecure_port("127.0.0.1:0")
+            self.endpoint = f"http://127.0.0.1:{port}"
+        else:
+            port = self.server.add_secure_port("127.0.0.1:0", credentials)
+            self.endpoint = f"https://127.0.0.1:{port}"
         self.server.start()
 
     def Export(
-        self, request: trace_service_pb2.ExportTraceServiceRequest, context: object
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        self.take(request)
+        metadata = {str(k): str(v) for k, v in context.invocation_metadata()}
+        self.take(request, metadata)
         return trace_service_pb2.ExportTraceServiceResponse()
 
     def close(self) -> None:

@@ -1,0 +1,119 @@
+"""Catch-up on several cores gives, byte for byte, the exposition of a catch-up in one process:
+on every recorded scenario of the harnesses read by workers, and when a worker fails."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import threading
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+
+from exporter import pool, tail
+from exporter.cli import App
+from exporter.config import parse
+from exporter.engine import Source
+
+from .conftest import NOW, agent_of, all_scenarios, home_flags, scenario_id
+
+PARALLEL_SCENARIOS = [s for s in all_scenarios() if agent_of(s) in pool.PARALLEL]
+
+
+def app(home: Path, workers: int, *, steal: bool = False) -> App:
+    config = parse(["metrics", *home_flags(home)], {"HOME": "/home/user"})
+    result = App(config, process_metrics=False, clock=lambda: NOW, probe=lambda _: None)
+    result.engine.workers, result.engine.min_bytes, result.engine.steal = workers, 0, steal
+    return result
+
+
+def exposition(result: App) -> str:
+    result.catch_up()
+    return generate_latest(result.registry).decode()
+
+
+def test_the_scenarios_include_both_harnesses_read_by_workers() -> None:
+    assert {agent_of(s) for s in PARALLEL_SCENARIOS} == pool.PARALLEL
+
+
+@pytest.mark.parametrize("scenario", PARALLEL_SCENARIOS, ids=scenario_id)
+def test_workers_give_the_exposition_of_one_process(scenario: Path) -> None:
+    one = exposition(app(scenario / "home", workers=0))
+    parallel = app(scenario / "home", workers=2)
+    handed = adopted(parallel)
+    assert exposition(parallel) == one
+    assert handed  # the workers did read files: this was not one process again
+
+
+@pytest.mark.parametrize("scenario", PARALLEL_SCENARIOS[::5], ids=scenario_id)
+def test_workers_read_large_files_in_pieces_to_the_same_exposition(
+    scenario: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail, "READ_LIMIT", 2048)
+    fork = multiprocessing.get_context("fork")  # workers that share the limit set here
+    monkeypatch.setattr(pool, "_context", lambda: fork)
+    one = exposition(app(scenario / "home", workers=0))
+    parallel = app(scenario / "home", workers=2)
+    handed = adopted(parallel)
+    assert exposition(parallel) == one
+    assert handed
+
+
+@pytest.mark.parametrize("scenario", PARALLEL_SCENARIOS[::7], ids=scenario_id)
+def test_reading_what_no_worker_began_gives_the_same_exposition(scenario: Path) -> None:
+    one = exposition(app(scenario / "home", workers=0))
+    assert exposition(app(scenario / "home", workers=2, steal=True)) == one
+
+
+def test_workers_spawned_beside_other_threads_give_the_same_exposition() -> None:
+    """`serve` catches up with threads running: its workers are spawned, not forked."""
+    home = next(s for s in PARALLEL_SCENARIOS if agent_of(s) == "codex") / "home"
+    one = exposition(app(home, workers=0))
+    parallel = app(home, workers=2)
+    handed, stop = adopted(parallel), threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert pool._context().get_start_method() == "spawn"
+        assert exposition(parallel) == one
+    finally:
+        stop.set()
+        thread.join()
+    assert handed
+
+
+def test_a_worker_that_fails_costs_only_time(caplog: pytest.LogCaptureFixture) -> None:
+    home = next(s for s in PARALLEL_SCENARIOS if agent_of(s) == "claude-code") / "home"
+    one = exposition(app(home, workers=0))
+    parallel = app(home, workers=2)
+    (source,) = parallel.engine.sources
+    source.harness.poison = lambda: None  # type: ignore[attr-defined]  # will not pickle
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(source.harness)
+    handed = adopted(parallel)
+    assert exposition(parallel) == one
+    assert handed == []  # every file read by the main process instead
+    assert "catch-up worker failed on a file" in caplog.text
+
+
+def test_workers_only_for_cores_left_idle_unless_asked() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert pool.workers_wanted({pool.ENV: "3"}, load=lambda: 0.0) == 3
+    assert pool.workers_wanted({pool.ENV: "0"}, load=lambda: 0.0) == 0
+    assert pool.workers_wanted({}, load=lambda: 0.2) == cores - 1  # the main process reads too
+    assert pool.workers_wanted({}, load=lambda: cores - 0.5) == 0  # a busy machine: none
+
+
+def adopted(result: App) -> list[Path]:
+    """The files the main process will take from a worker, as it takes them."""
+    handed: list[Path] = []
+    adopt = result.engine._adopt
+
+    def counted(path: Path, source: Source, taken: pool.Read) -> None:
+        handed.append(path)
+        adopt(path, source, taken)
+
+    result.engine._adopt = counted  # type: ignore[method-assign]
+    return handed
