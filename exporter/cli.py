@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # OpenTelemetry is imported only when traces are on
 log = logging.getLogger("exporter")
 RESCAN_EVERY = 30.0
 """Seconds between rescans of the agent folders when file events cannot be had."""
+REFRESH_EVERY = 10.0
+"""Seconds between liveness checks when nothing changed (process exits are watched apart)."""
 CHECKPOINT_EVERY = 5.0
 """Seconds between writes of the traces checkpoint (and one more at shutdown)."""
 
@@ -203,13 +205,16 @@ def serve(config: Config) -> int:
         app.catch_up()
         ready.set()
         app.engine.save_cache()
-        last_rescan = time.monotonic()
+        last_rescan = last_refresh = time.monotonic()
         while not stop.is_set():
             with app.state.lock:
                 procs.watch((e.pid, e.started_at) for e in app.state.entries.values())
             changed = watcher.changed(timeout=1.0)
             if changed:
                 app.engine.changed(sorted(changed))
+            if changed or time.monotonic() - last_refresh >= REFRESH_EVERY:
+                app.refresh()  # an index gone idle ends its turn without waiting for a scrape
+                last_refresh = time.monotonic()
             app.stats.rescanning = watcher.degraded
             if app.stats.rescanning and time.monotonic() - last_rescan >= RESCAN_EVERY:
                 app.engine.rescan()  # a slow, bounded look instead of going blind
