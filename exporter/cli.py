@@ -23,7 +23,7 @@ from .cache import Cache
 from .config import Config, endpoint_configured, parse
 from .engine import Engine, Source, Stats
 from .harnesses import make
-from .live import Probe, process_start
+from .live import CachedProbe, Probe, process_start
 from .metrics import ExporterCollector, StateCollector
 from .procwatch import ProcessWatch
 from .state import State
@@ -172,7 +172,8 @@ def serve(config: Config) -> int:
     except ValueError as error:
         log.error("traces: %s", error)
         return 2
-    app = App(config, spans=spans, cache=True)
+    probe = CachedProbe()  # told of every exit below: a scrape probes only new processes
+    app = App(config, spans=spans, cache=True, probe=probe)
     ready, stop = threading.Event(), threading.Event()
 
     def page() -> str:
@@ -199,7 +200,12 @@ def serve(config: Config) -> int:
     signal.signal(signal.SIGINT, on_signal)
     watcher = Watcher(app.engine.roots)
     watcher.start()  # before catching up, so nothing written meanwhile is missed
-    procs = ProcessWatch(lambda _: app.refresh())  # a live session's process exited
+
+    def exited(pids: set[int]) -> None:  # a live session's process exited
+        probe.forget(pids)
+        app.refresh()
+
+    procs = ProcessWatch(exited)
     procs.start()
     try:
         app.catch_up()

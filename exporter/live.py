@@ -8,11 +8,13 @@ a running background job (`parked_job_id` = that job's `job_id`) yields to the j
 
 `probe(pid)` returns the process start time in Unix seconds, or None when there is no such
 process; it is the only I/O here and is passed in, so tests use plain functions. The probe runs
-at each scrape, and as soon as a watched process exits (`procwatch.ProcessWatch`).
+at each scrape, and as soon as a watched process exits (`procwatch.ProcessWatch`); `serve`
+wraps it in a `CachedProbe`, which the exits it is told of keep honest.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
 import psutil
@@ -34,6 +36,35 @@ def process_start(pid: int) -> float | None:
             return float(process.create_time())
     except (psutil.Error, OSError, ValueError):
         return None
+
+
+class CachedProbe:
+    """A probe that asks once per process: a running process keeps its start time. `forget`
+    is called when a process is seen to exit (`procwatch`), so a scrape over many live sessions
+    does not look at every one of their processes again; an answer is kept `ttl` seconds at most
+    (an exit that was never reported costs that long, never more)."""
+
+    def __init__(self, probe: Probe = process_start, *, ttl: float = 60.0, size: int = 4096):
+        self._probe, self._ttl, self._size = probe, ttl, size
+        self._known: dict[int, tuple[float, float]] = {}  # pid → (start time, asked at)
+
+    def __call__(self, pid: int) -> float | None:
+        now = time.monotonic()
+        known = self._known.get(pid)
+        if known is not None and now - known[1] < self._ttl:
+            return known[0]
+        started = self._probe(pid)
+        if started is None:
+            self._known.pop(pid, None)
+            return None
+        if len(self._known) >= self._size:
+            self._known.clear()
+        self._known[pid] = (started, now)
+        return started
+
+    def forget(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            self._known.pop(pid, None)
 
 
 def alive(entry: LiveIndexRead, probe: Probe) -> bool:

@@ -1,0 +1,62 @@
+"""`CachedProbe`: a process is asked once; an exit it is told of, or its age, makes it ask again."""
+
+from __future__ import annotations
+
+import subprocess
+
+from exporter.live import CachedProbe, process_start
+
+
+class Counting:
+    def __init__(self, answers: dict[int, float | None]) -> None:
+        self.answers, self.asked = answers, 0
+
+    def __call__(self, pid: int) -> float | None:
+        self.asked += 1
+        return self.answers.get(pid)
+
+
+def test_a_running_process_is_asked_once() -> None:
+    probe = Counting({7: 100.0})
+    cached = CachedProbe(probe)
+    assert [cached(7) for _ in range(5)] == [100.0] * 5
+    assert probe.asked == 1
+
+
+def test_an_exit_it_is_told_of_makes_it_ask_again() -> None:
+    probe = Counting({7: 100.0})
+    cached = CachedProbe(probe)
+    cached(7)
+    probe.answers[7] = None  # the process exited (and its pid may come back as another one)
+    cached.forget({7})
+    assert cached(7) is None
+    probe.answers[7] = 200.0  # a new process under the same pid
+    assert cached(7) == 200.0
+    assert probe.asked == 3
+
+
+def test_a_missing_process_is_never_remembered() -> None:
+    probe = Counting({})
+    cached = CachedProbe(probe)
+    assert cached(9) is None and cached(9) is None
+    assert probe.asked == 2
+
+
+def test_an_answer_is_kept_no_longer_than_its_ttl() -> None:
+    probe = Counting({7: 100.0})
+    cached = CachedProbe(probe, ttl=0.0)
+    cached(7)
+    cached(7)
+    assert probe.asked == 2
+
+
+def test_with_a_real_process() -> None:
+    process = subprocess.Popen(["sleep", "30"])
+    cached = CachedProbe()
+    try:
+        assert cached(process.pid) == process_start(process.pid) is not None
+    finally:
+        process.kill()
+        process.wait()
+    cached.forget({process.pid})
+    assert cached(process.pid) is None
