@@ -116,6 +116,7 @@ class State:
         self.traced_since: float | None = None  # turns from then on are traces: exemplars
         self._waiting: dict[tuple[str, str], tuple[str, float]] = {}  # reason, since
         self.sessions: dict[tuple[str, str], Session] = {}
+        self._busy: set[tuple[str, str]] = set()  # sessions that may have open work
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
         self.totals = Totals()
@@ -129,6 +130,9 @@ class State:
     # -- folding events -------------------------------------------------------------------
 
     def apply(self, agent: str, event: Event) -> None:
+        session_id = getattr(event, "session_id", None)
+        if isinstance(session_id, str):  # work may open only through one of its events
+            self._busy.add((agent, session_id))
         match event:
             case LiveIndexRead():
                 self.entries[(agent, event.source)] = event
@@ -382,12 +386,16 @@ class State:
                 settled = entry.status_at is None or now - at >= IDLE_SETTLE
                 if at >= session.turn_open_at and settled:
                     self._close(session, at, foreground_only=True)
-        for key, session in self.sessions.items():
-            if key in self.live or not session.has_open_work():
+        for key in list(self._busy):  # not every session of history: only those with work
+            busy = self.sessions.get(key)
+            if busy is None or not busy.has_open_work():
+                self._busy.discard(key)
                 continue
-            last = session.updated_at or 0.0
+            if key in self.live:
+                continue
+            last = busy.updated_at or 0.0
             if key in stale or now - last >= ABANDON_AFTER:
-                self._close(session, last, foreground_only=False)
+                self._close(busy, last, foreground_only=False)
 
     def _settle_held(self, now: float, probe: Probe) -> None:
         """Entries made from open files (agents without a live index): forget those whose process
