@@ -118,6 +118,8 @@ class ProcessWatch:
                     ended.add(self._close(key.data))
             ended |= {p for p in self._polled if not _exists(p[0])}
             self._polled -= ended
+            with self._lock:  # a process the caller stopped naming meanwhile is not reported
+                ended &= self._wanted
             if ended:
                 self._ended |= ended
                 self._report({pid for pid, _ in ended})
