@@ -293,7 +293,9 @@ class DocResult:
     """What one ``JsonDoc.read()`` found.
 
     ``changed`` is True when the content was read again, or when the error differs from
-    the previous call's; otherwise ``data`` and ``error`` repeat the previous result.
+    the previous call's; otherwise ``error`` repeats the previous result and ``data`` is None:
+    a document is not kept once its reader was given it (memory does not grow with the
+    documents of history).
     """
 
     changed: bool
@@ -342,7 +344,7 @@ class JsonDoc:
         return self._settle(None, DocResult(changed, None, error, 0))
 
     def _settle(self, key: tuple[int, int, int, int] | None, result: DocResult) -> DocResult:
-        self._key, self._last = key, result
+        self._key, self._last = key, replace(result, data=None)
         return result
 
 

@@ -233,7 +233,7 @@ def test_doc_unchanged_not_reread(doc: Path, monkeypatch: pytest.MonkeyPatch) ->
         raise AssertionError("re-opened an unchanged document")
 
     monkeypatch.setattr(os, "open", no_open)
-    assert reader.read() == DocResult(False, {"pid": 1234}, None, 0)
+    assert reader.read() == DocResult(False, None, None, 0)  # told once, not kept
 
 
 def test_doc_half_written_then_completed(doc: Path) -> None:
