@@ -47,22 +47,26 @@ class CachedProbe:
     def __init__(self, probe: Probe = process_start, *, ttl: float = 60.0, size: int = 4096):
         self._probe, self._ttl, self._size = probe, ttl, size
         self._known: dict[int, tuple[float, float]] = {}  # pid → (start time, asked at)
+        self._forgotten = 0  # exits told so far: an answer got across one is not kept
 
     def __call__(self, pid: int) -> float | None:
         now = time.monotonic()
         known = self._known.get(pid)
         if known is not None and now - known[1] < self._ttl:
             return known[0]
-        started = self._probe(pid)
+        before = self._forgotten
+        started = self._probe(pid)  # another thread may be told of this very exit meanwhile
         if started is None:
             self._known.pop(pid, None)
             return None
         if len(self._known) >= self._size:
             self._known.clear()
-        self._known[pid] = (started, now)
+        if self._forgotten == before:
+            self._known[pid] = (started, now)
         return started
 
     def forget(self, pids: Iterable[int]) -> None:
+        self._forgotten += 1
         for pid in pids:
             self._known.pop(pid, None)
 

@@ -60,3 +60,18 @@ def test_with_a_real_process() -> None:
         process.wait()
     cached.forget({process.pid})
     assert cached(process.pid) is None
+
+
+def test_an_answer_got_across_an_exit_is_not_kept() -> None:
+    """A scrape probes a process while another thread is told it exited: the answer it got
+    before the exit must not outlive the exit (it would keep a dead session live)."""
+    cached: CachedProbe
+
+    def exiting(pid: int) -> float | None:
+        cached.forget({pid})  # told of the exit while this probe was on its way
+        return 100.0
+
+    cached = CachedProbe(exiting)
+    assert cached(7) == 100.0
+    cached._probe = lambda pid: None  # the process is gone now
+    assert cached(7) is None
