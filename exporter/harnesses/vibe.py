@@ -26,7 +26,7 @@ from .base import FileKind, FileReader
 from .fields import home, nonempty, timestamp
 from .vibe_legacy import Legacy, MessagesReader, MetaReader
 from .vibe_store import CHILD_PREFIX, Store
-from .vibe_unified import ChunkReader, JournalReader, RuntimeReader, told_history
+from .vibe_unified import ChunkReader, JournalReader, RuntimeReader, history
 
 UNIFIED = "unified"
 ACTIVE = "active"
@@ -87,7 +87,7 @@ class Vibe:
     def store(self, name: str) -> Store:
         found = self.stores.get(name)
         if found is None:
-            found = Store(name, default_model=self.model, after_turn=told_history)
+            found = Store(name, default_model=self.model, after_turn=history)
             self.stores[name] = found
         return found
 

@@ -33,7 +33,7 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .fields import count, nonempty
+from .fields import count
 
 CHILD_PREFIX = "child-"
 PENDING_MAX = 10_000
@@ -293,7 +293,3 @@ def result_outcome(result: dict[str, Any]) -> ToolOutcome:
 def action_of(entry_id: str, prefix: str) -> str | None:
     """`assistant-<action id>` / `effect-<action id>` → the action id."""
     return entry_id[len(prefix) :] if entry_id.startswith(prefix) else None
-
-
-def model_of(value: object) -> str | None:
-    return nonempty(value)

@@ -69,14 +69,15 @@ class JournalReader:
         if not isinstance(record, dict) or not isinstance(record.get("sequence"), int):
             return []
         store, sequence = self.store, record["sequence"]
+        if sequence <= store.last_seq:  # read before (a copy saved over it): checked then
+            self.last_hash = record.get("record_sha256")
+            return []
         digest = record_hash(record)
         if record.get("record_sha256") != digest:
             raise RecordRejected("bad_hash", f"journal record {sequence}: hash does not match")
         previous, self.last_hash = self.last_hash, digest
         if previous is not None and record.get("previous_record_sha256") != previous:
             raise RecordRejected("chain_break", f"journal record {sequence}: chain broken")
-        if sequence <= store.last_seq:
-            return []  # read before
         if store.last_seq and sequence > store.last_seq + 1:
             store.waiting.clear()  # records were missed (deleted unread): their answers too
         store.last_seq = sequence
@@ -147,7 +148,7 @@ def _dispatch(store: Store, kind: str, record: Any) -> list[Event]:
     if kind == "chunk":
         return _chunk(store, record)
     if kind == "history":
-        return _history(store, record)
+        return history(store, record)
     if kind == "runtime":
         return _runtime(store, record)
     return _journal(store, record)
@@ -213,7 +214,7 @@ def _is_history(value: object) -> bool:
     return isinstance(value, dict) and value.get("source") == "history" and "message" in value
 
 
-def _history(store: Store, items: list[Any]) -> list[Event]:
+def history(store: Store, items: list[Any]) -> list[Event]:
     """A checkpoint's conversation (what the model is sent again): the model's tool calls and
     their results, by the model's call ids, with no times of their own. Told between turns (held
     while one is open), so that no call of an older turn lands in the open one; the open turn's
@@ -234,10 +235,6 @@ def _history(store: Store, items: list[Any]) -> list[Event]:
             outcome = _history_outcome(message)
             events += store.tool_ended(message["tool_call_id"], outcome)
     return events
-
-
-def told_history(store: Store, items: Any) -> list[Event]:
-    return _history(store, items)
 
 
 def _is_call(part: object) -> bool:
