@@ -31,7 +31,6 @@ from .decode import loads
 from .events import Event
 from .harnesses import FileKind, FileReader, Harness, TableReader
 from .holders import HeldSessions
-from .observer import NoObserver
 from .pool import Ahead, Fed, Job, feed, feed_lines
 from .sqlite_tail import SqliteTail
 from .state import State
@@ -102,6 +101,11 @@ class Engine:
     def roots(self) -> list[Path]:
         return [s.home / d for s in self.sources for d in s.harness.watch_dirs]
 
+    @property
+    def content(self) -> bool:
+        """Spans show what records say (prompts, replies, tool arguments and results)."""
+        return getattr(self.state.observer, "capture", False) is True
+
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Read every file once, in an order that depends on the paths alone (shallow ones
         first, then by name), never on modification times, which a copy or a checkout reshuffles:
@@ -161,7 +165,7 @@ class Engine:
         if self.workers < 1:
             return nullcontext()
         jobs, sizes = [], []
-        content = not isinstance(self.state.observer, NoObserver)  # spans may show it
+        content = self.content
         for position, (path, source) in enumerate(found, 1):
             if path in self._files or source.harness.name not in pool.PARALLEL:
                 continue
@@ -336,16 +340,15 @@ class Engine:
         return entry
 
     def _read_lines(self, path: Path, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
-        more = True
+        decode, more = pool.decoder(entry.source.harness, self.content), True
         while more:  # a large file comes in pieces (`tail.READ_LIMIT`)
             result = tail.read()
             if result.reset and result.error is None:
                 if self._cached:
                     raise _Stale(f"{path} was replaced")
                 entry.reader = entry.source.harness.reader(entry.rel)
-            if self._lines_read(path, entry, result, Fed()):
-                for line in result.lines:  # folded record by record: nothing piles up
-                    self._fold(path, entry, feed_lines(entry.reader, (line,)))
+            if self._lines_read(path, entry, result, Fed()):  # a piece is folded at once
+                self._fold(path, entry, feed_lines(entry.reader, result.lines, decode))
             more = result.more and result.error is None
 
     def _adopt(self, path: Path, source: Source, taken: pool.Read) -> None:

@@ -25,11 +25,14 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .decode import loads
+import msgspec
+
+from .decode import Decode, lean, loads
 from .events import Event, ModelResponded, ToolCallEnded, ToolCallStarted, TurnStarted
 from .harnesses import FileReader, Harness, RecordRejected
 from .tail import JsonlTail, Line, TailResult, ZstdJsonl
@@ -74,11 +77,23 @@ def feed(reader: FileReader, record: object, where: str, fed: Fed) -> None:
         fed.groups.append(events)
 
 
-def feed_lines(reader: FileReader, lines: Iterable[Line]) -> Fed:
+def decoder(harness: Harness, content: bool) -> Decode:
+    """How `harness`'s JSONL lines are decoded: only the fields its readers look at (its `lean`
+    schema, if it has one) unless spans show content."""
+    schema = getattr(harness, "lean", None)
+    return loads if content or schema is None else _schema_decoder(schema)
+
+
+@cache
+def _schema_decoder(schema: type[msgspec.Struct]) -> Decode:
+    return lean(schema)
+
+
+def feed_lines(reader: FileReader, lines: Iterable[Line], decode: Decode = loads) -> Fed:
     fed = Fed()
     for line in lines:
         try:
-            record = loads(line.text)
+            record = decode(line.text)
         except ValueError as error:
             fed.errors.append(("invalid_json", f"line {line.number}: {error}"))
             continue
@@ -126,8 +141,9 @@ def _read(job: Job) -> Read:
     result = tail.read()
     if result.error is not None:
         return Read(tail, reader, replace(result, lines=[]), fed)
+    decode = decoder(job.harness, job.content)
     while True:
-        piece = feed_lines(reader, result.lines)
+        piece = feed_lines(reader, result.lines, decode)
         fed.groups += piece.groups if job.content else [list(map(_lean, g)) for g in piece.groups]
         fed.records += piece.records
         fed.errors += piece.errors

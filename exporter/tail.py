@@ -12,10 +12,11 @@ complete new lines as ``Line`` values (bytes; callers decode and parse). The con
 * ``\\r\\n`` endings lose the ``\\r``. Empty lines are skipped but still counted in
   ``Line.number``.
 * A line longer than ``max_line_bytes`` is skipped and counted in ``oversized``; its bytes
-  are dropped as they are read (memory stays under twice ``max_line_bytes`` plus one 64 KiB
-  chunk) and ``offset`` moves past them, so they are never read again.
-* Each line's bytes are copied once from what was read (a line spanning reads is joined
-  once), so following a file costs little more than reading it.
+  are dropped as they are read (memory stays under twice ``max_line_bytes`` plus one
+  ``READ_LIMIT`` piece) and ``offset`` moves past them, so they are never read again.
+* A read takes what the file holds beyond the offset in one piece (up to ``READ_LIMIT``);
+  each line is a view of that piece, not a copy (a line spanning two reads is joined once),
+  so following a file costs little more than reading it.
 * Truncation (size below the offset) and rewrite/replacement (another device or inode,
   or the first 64 bytes differ from those seen before) restart at byte 0 with
   ``reset=True``: the caller drops what it derived from this file.
@@ -76,8 +77,9 @@ class Line:
     """Byte offset of the line start."""
     number: int
     """1-based line number, counted from the start of the current file content."""
-    text: bytes
-    """The line without its ``\\n`` (or ``\\r\\n``)."""
+    text: bytes | memoryview
+    """The line without its ``\\n`` (or ``\\r\\n``): from ``JsonlTail``, a view of the bytes
+    read (decoders take it as it is; ``bytes()`` copies it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +163,7 @@ class JsonlTail:
         head = os.pread(fd, _HEAD, 0)
         reset = self._replaced(ident, st.st_size, head)
         cursor = _Cursor() if reset else replace(self._cursor)
-        lines, nread, oversized, more = self._scan(fd, cursor)
+        lines, nread, oversized, more = self._scan(fd, cursor, st.st_size)
         # Commit only now: an OSError above leaves the old state for a retry.
         self._cursor, self._ident, self._head = cursor, ident, head
         self._mtime_ns = st.st_mtime_ns
@@ -172,30 +174,31 @@ class JsonlTail:
             return False
         return ident != self._ident or size < self._cursor.offset or not head.startswith(self._head)
 
-    def _scan(self, fd: int, cursor: _Cursor) -> tuple[list[Line], int, int, bool]:
+    def _scan(self, fd: int, cursor: _Cursor, size: int) -> tuple[list[Line], int, int, bool]:
         lines: list[Line] = []
         nread = oversized = 0
-        held: list[bytes] = []  # bytes from cursor.offset on, not yet consumed (no newline yet)
-        size = 0
+        held = b""  # bytes from cursor.offset on, not yet consumed (no newline in them)
         start = cursor.offset
-        while chunk := os.pread(fd, _CHUNK, cursor.offset + size):
+        while True:
             if nread >= self._limit and cursor.offset > start:  # the rest at the next call
                 return lines, nread, oversized, True
+            at = cursor.offset + len(held)
+            chunk = os.pread(fd, max(_CHUNK, min(size - at, self._limit)), at)
+            if not chunk:
+                return lines, nread, oversized, False
             nread += len(chunk)
-            held.append(chunk)
-            size += len(chunk)
-            if cursor.discarding or b"\n" in chunk or size > self._max:
-                data = chunk if len(held) == 1 else b"".join(held)
-                rest, skipped = self._split(data, cursor, lines)
+            data = held + chunk if held else chunk  # a line across two reads: joined once
+            if cursor.discarding or b"\n" in chunk or len(data) > self._max:
+                held, skipped = self._split(data, cursor, lines)
                 oversized += skipped
-                held, size = ([rest] if rest else []), len(rest)
-        return lines, nread, oversized, False
+            else:
+                held = data
 
     def _split(self, data: bytes, cursor: _Cursor, lines: list[Line]) -> tuple[bytes, int]:
-        """Consume the complete lines at the front of `data` (each copied once, straight into
-        its `Line`); return the rest and how many lines were too long."""
+        """Consume the complete lines at the front of `data` (each a view of `data`, not a
+        copy); return the rest and how many lines were too long."""
         oversized = start = 0
-        find, path = data.find, self.path
+        find, path, view = data.find, self.path, memoryview(data)
         while (end := find(b"\n", start)) >= 0:
             if cursor.discarding:
                 cursor.discarding = False
@@ -205,7 +208,7 @@ class JsonlTail:
                 stop = end - 1 if end > start and data[end - 1] == 13 else end  # 13: "\r"
                 if stop > start:
                     lines.append(
-                        Line(path, cursor.offset + start, cursor.number + 1, data[start:stop])
+                        Line(path, cursor.offset + start, cursor.number + 1, view[start:stop])
                     )
             cursor.number += 1
             start = end + 1

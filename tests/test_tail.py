@@ -77,7 +77,7 @@ def test_utf8_split_across_reads(log: Path) -> None:
     append(log, text[cut:] + b"\n")
     (line,) = tail.read().lines
     assert line.text == text
-    assert json.loads(line.text) == {"t": "héllo ✓"}
+    assert json.loads(bytes(line.text)) == {"t": "héllo ✓"}
 
 
 HEADER = b'{"type":"session","id":"' + b"0" * 64 + b'"}'  # longer than the 64-byte head

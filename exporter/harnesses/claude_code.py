@@ -20,6 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
+from msgspec import Raw
+
+from ..decode import whole
 from ..events import (
     Event,
     Kind,
@@ -41,6 +44,7 @@ from ..events import (
     Usage,
 )
 from .base import FileKind, FileReader
+from .claude_schema import Record
 from .fields import count, home, timestamp
 
 SYNTHETIC_MODEL = "<synthetic>"
@@ -84,6 +88,7 @@ class ClaudeCode:
     home_flag: ClassVar[str] = "claude.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("projects", "sessions")
     holder_names: ClassVar[tuple[str, ...]] = ()  # the live index says who runs
+    lean: ClassVar[type[Record]] = Record
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
@@ -322,6 +327,9 @@ class JournalReader:
         call_id, tool = part.get("id"), part.get("name")
         if not isinstance(call_id, str) or not isinstance(tool, str):
             return []
+        arguments = part.get("input")
+        if tool in AGENT_TOOLS:
+            arguments = whole(arguments)
         events: list[Event] = [
             ToolCallStarted(
                 session_id=self.session_id,
@@ -329,11 +337,11 @@ class JournalReader:
                 call_id=call_id,
                 tool=tool,
                 subagent_id=self.subagent_id,
-                arguments=part.get("input"),
+                arguments=None if isinstance(arguments, Raw) else arguments,
             )
         ]
         if tool in AGENT_TOOLS:
-            raw = part.get("input")
+            raw = arguments
             args: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
             kind, title = args.get("subagent_type"), args.get("description")
             background = args.get("run_in_background")
@@ -391,7 +399,7 @@ class JournalReader:
             return []
         result = record.get("toolUseResult")
         outcome: ToolOutcome = "error" if part.get("is_error") is True else "ok"
-        text = text_of(part.get("content"))
+        text = text_of(_refusal(part.get("content")))
         if (
             record.get("toolDenialKind")
             or (isinstance(result, str) and result.startswith(_REJECTED[1]))
@@ -447,6 +455,16 @@ class JournalReader:
         return [ended] if ended is not None else []
 
 
+def _refusal(content: object) -> object:
+    """A tool result's content; undecoded (a lean decoder's), decoded only if its start may say
+    the user refused the call (such a result is short: nothing precedes the words)."""
+    if not isinstance(content, Raw):
+        return content
+    head = bytes(memoryview(content)[:_HEAD])
+    return whole(content) if _REJECTED[0].encode() in head else None
+
+
+_HEAD = 256
 _CONVERSATION = frozenset({"user", "assistant", "system", "attachment"})
 _TITLES = {"custom-title": "customTitle", "ai-title": "aiTitle"}
 
