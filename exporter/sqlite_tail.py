@@ -14,7 +14,11 @@
 * It queries again only when ``(device, inode, size, mtime_ns)`` of the database or of its
   ``-wal`` changed. One read transaction sees one committed state: a half-written transaction is
   never seen. New rows are those whose ``seq`` is above the last one delivered for their
-  group, delivered in the order they were inserted (``rowid``).
+  group, delivered in the order they were inserted (``rowid``). They are found by one range
+  scan of the rows inserted after the last one read (``rowid`` above it: the table's own
+  b-tree, no index needed; OpenCode's ``event`` has none on its groups), then a query per
+  group only for a group still behind its head (a row that took the ``rowid`` of a deleted
+  one), so reading costs what is new, not the size of the table times its groups.
 * A database another connection holds locked (``SQLITE_BUSY``: a rollback-journal writer) costs
   nothing: no wait (busy timeout 0), ``locked=True``, nothing committed, retried at the next
   change. A table that does not exist yet is an empty table. A damaged file or any other
@@ -59,6 +63,7 @@ class SqliteTail:
         self.log = log
         self._key: tuple[tuple[int, int, int, int], ...] | None = None
         self._seqs: dict[str, int] = {}
+        self._rowid = 0  # the last row read
 
     def read(self) -> RowsResult:
         try:
@@ -68,9 +73,9 @@ class SqliteTail:
         if key == self._key:
             return _NO_ROWS
         replaced = self._key is not None and key[0][:2] != self._key[0][:2]
-        seqs = {} if replaced else self._seqs
+        seqs, rowid = ({}, 0) if replaced else (self._seqs, self._rowid)
         try:
-            rows, heads = self._query(seqs)
+            rows, heads, rowid = self._query(seqs, rowid)
         except sqlite3.OperationalError as exc:
             if _busy(exc):
                 return RowsResult([], False, 0, None, locked=True)
@@ -82,14 +87,14 @@ class SqliteTail:
             return RowsResult([], False, 0, exc)
         went_back = any(heads.get(group, seq) < seq for group, seq in seqs.items())  # gone: kept
         if went_back and not replaced:
-            self._key, self._seqs = None, {}
+            self._key, self._seqs, self._rowid = None, {}, 0
             result = self.read()
             return RowsResult(result.rows, True, result.bytes_read, result.error, result.locked)
         for row in rows:
             group, seq = str(row[self.log.group]), row[self.log.seq]
             if isinstance(seq, int):
                 seqs[group] = max(seqs.get(group, -1), seq)
-        self._key, self._seqs = key, seqs
+        self._key, self._seqs, self._rowid = key, seqs, rowid
         size = sum(len(v) for row in rows for v in row.values() if isinstance(v, str | bytes))
         return RowsResult(rows, replaced, size, None)
 
@@ -100,8 +105,10 @@ class SqliteTail:
         except FileNotFoundError:
             return (main,)
 
-    def _query(self, seqs: dict[str, int]) -> tuple[list[dict[str, object]], dict[str, int]]:
-        log = self.log
+    def _query(
+        self, seqs: dict[str, int], rowid: int
+    ) -> tuple[list[dict[str, object]], dict[str, int], int]:
+        """The new rows in insertion order, the heads, and the last rowid read."""
         uri = f"{self.path.absolute().as_uri()}?mode=ro"
         if _wal_mode(self.path) and not os.path.exists(f"{self.path}-wal"):
             uri += "&immutable=1"  # no writer: all is in the file, and SQLite creates no -wal
@@ -110,22 +117,43 @@ class SqliteTail:
             db.execute("PRAGMA query_only = 1")
             db.execute("BEGIN")  # one snapshot for the heads and the rows
             heads = self._heads(db)
-            new: list[tuple[int, dict[str, object]]] = []
-            names = ", ".join(_quoted(c) for c in log.columns)
-            query = (
-                f"SELECT rowid, {names} FROM {_quoted(log.table)} "
-                f"WHERE {_quoted(log.group)} = ? AND {_quoted(log.seq)} > ?"
-            )
-            for group, head in heads.items():
-                last = seqs.get(group, -1)
-                if head > last:
-                    for rowid, *values in db.execute(query, (group, last)):
-                        new.append((rowid, dict(zip(log.columns, values, strict=True))))
+            behind = {g: seqs.get(g, -1) for g, head in heads.items() if head > seqs.get(g, -1)}
+            new, rowid = self._rows(db, heads, behind, rowid) if behind else ([], rowid)
             db.execute("COMMIT")
         finally:
             db.close()
         new.sort(key=lambda item: item[0])
-        return [row for _, row in new], heads
+        return [row for _, row in new], heads, rowid
+
+    def _rows(
+        self, db: sqlite3.Connection, heads: dict[str, int], behind: dict[str, int], rowid: int
+    ) -> tuple[list[tuple[int, dict[str, object]]], int]:
+        """The rows above `behind`'s seqs: those inserted after `rowid` by one range scan, then
+        by a query of its own each group that is still behind its head."""
+        log, columns = self.log, self.log.columns
+        names = ", ".join(_quoted(c) for c in columns)
+        table = _quoted(log.table)
+        group_at, seq_at = columns.index(log.group), columns.index(log.seq)
+        new: list[tuple[int, dict[str, object]]] = []
+        reached = dict(behind)
+        scan = f"SELECT rowid, {names} FROM {table} WHERE rowid > ? ORDER BY rowid"
+        for row_id, *values in db.execute(scan, (rowid,)):
+            rowid = max(rowid, row_id)
+            group, seq = str(values[group_at]), values[seq_at]
+            if group in behind and isinstance(seq, int) and seq > behind[group]:
+                new.append((row_id, dict(zip(columns, values, strict=True))))
+                reached[group] = max(reached[group], seq)
+        query = (
+            f"SELECT rowid, {names} FROM {table} "
+            f"WHERE {_quoted(log.group)} = ? AND {_quoted(log.seq)} > ?"
+        )
+        seen = {row_id for row_id, _ in new}
+        for group, last in behind.items():
+            if heads.get(group, -1) > reached[group]:  # a row below the scanned range
+                for row_id, *values in db.execute(query, (group, last)):
+                    if row_id not in seen:
+                        new.append((row_id, dict(zip(columns, values, strict=True))))
+        return new, rowid
 
     def _heads(self, db: sqlite3.Connection) -> dict[str, int]:
         """The last seq of each group."""

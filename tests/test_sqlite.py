@@ -226,3 +226,50 @@ def test_engine_counts_a_locked_and_a_corrupt_database(tmp_path: Path) -> None:
     database.write_bytes(b"garbage" * 1000)
     engine.changed([database])
     assert stats.parse_errors[("opencode", "read_error")] == 1
+
+
+def traced_read(tail: SqliteTail) -> tuple[list[dict[str, object]], list[str]]:
+    seen: list[str] = []
+    real = sqlite3.connect
+
+    def traced(*args: object, **kwargs: object) -> sqlite3.Connection:
+        connection = real(*args, **kwargs)  # type: ignore[arg-type]
+        connection.set_trace_callback(seen.append)
+        return connection
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sqlite3, "connect", traced)
+        rows = tail.read().rows
+    return rows, seen
+
+
+def test_new_rows_are_found_by_one_range_scan_not_a_query_per_group(database: Path) -> None:
+    """OpenCode's `event` has no index on its groups: a query per group would scan the whole
+    table once per session (a large history: groups x rows)."""
+    tail = SqliteTail(database, EVENTS)
+    with writer(database) as db:
+        for group in range(40):
+            append(db, f"g{group}", 0)
+        rows, queries = traced_read(tail)
+        assert len(rows) == 40
+        append(db, "g7", 1)
+        append(db, "g3", 1)
+        rows, queries = traced_read(tail)
+    assert seqs(rows) == [("g7", 1), ("g3", 1)]
+    per_group = [q for q in queries if '"aggregate_id" = ' in q]
+    assert per_group == [] and any("rowid > " in q for q in queries)
+
+
+def test_a_row_that_took_a_deleted_rows_rowid_is_read(database: Path) -> None:
+    tail = SqliteTail(database, EVENTS)
+    with writer(database) as db:
+        append(db, "a", 0)
+        append(db, "b", 0)  # the last rowid read
+        assert seqs(tail.read().rows) == [("a", 0), ("b", 0)]
+        db.execute("DELETE FROM event WHERE aggregate_id = 'b'")  # a session deleted
+        db.execute("DELETE FROM event_sequence WHERE aggregate_id = 'b'")
+        append(db, "c", 0)  # takes the deleted row's rowid: not above the last one read
+        (rowid,) = db.execute("SELECT rowid FROM event WHERE aggregate_id = 'c'").fetchone()
+        assert rowid == 2
+        append(db, "a", 1)
+        assert sorted(seqs(tail.read().rows)) == [("a", 1), ("c", 0)]
