@@ -13,6 +13,7 @@ import pytest
 from exporter.config import parse
 from exporter.engine import Engine, Source, Stats
 from exporter.events import LiveIndexRead, ModelResponded, TurnEnded, TurnStarted
+from exporter.harnesses.base import RecordRejected
 from exporter.harnesses.vibe import Vibe
 from exporter.harnesses.vibe_legacy import Legacy, MessagesReader, MetaReader
 from exporter.harnesses.vibe_store import Store, usage
@@ -420,3 +421,15 @@ def test_what_is_read_and_what_is_left_alone() -> None:
         ".session_index.json": None,
     }
     assert {rel: vibe.match(PurePosixPath(rel)) for rel in kinds} == kinds
+
+
+def test_the_fast_hash_check_defers_to_pythons_own_json_text() -> None:
+    """msgspec spells `1e-05` as `0.00001`: such a record is still checked against the text
+    Vibe (Python) hashed, and a record whose hash is wrong either way is still rejected."""
+    reader = JournalReader(Store("s"))
+    first = _record(1, None, "note", {"ratio": 1e-05, "big": 1e22, "text": "é\u2028"})
+    assert reader.feed(first) == []
+    forged = _record(2, first["record_sha256"], "note", {"ratio": 1e-05})  # type: ignore[arg-type]
+    forged["payload"] = {"ratio": 2e-05}
+    with pytest.raises(RecordRejected):
+        reader.feed(forged)
