@@ -64,6 +64,9 @@ class HeldSessions:
     (`derived`: its state comes from the session's turns), an entry whose file is no longer
     held is removed. A holder that exits is noticed at once (`procwatch`), or at the next
     scrape (its pid is gone).
+
+    Kept per file of history, so small: its sessions as a tuple (one for a journal), and held
+    entries only for files some process holds.
     """
 
     def __init__(
@@ -72,22 +75,24 @@ class HeldSessions:
         find: Callable[[Collection[Path], Iterable[str]], dict[Path, list[Holder]]] = holders,
     ) -> None:
         self.names, self.find = names, find
-        self.sessions: dict[Path, dict[str, None]] = {}  # path → its sessions, latest last
-        self._entries: dict[Path, set[str]] = {}
+        self.sessions: dict[Path, tuple[str, ...]] = {}  # path → its sessions, latest last
+        self._entries: dict[Path, set[str]] = {}  # path → its held entries, if any
 
     def note(self, path: Path, session_id: str, *, shared: bool = False) -> None:
-        known = self.sessions.setdefault(path, {})
-        if not shared:  # a journal belongs to its first session
-            if not known:
-                known[session_id] = None
-            return
-        known.pop(session_id, None)
-        known[session_id] = None
-        if len(known) > SHARED_RECENT:
-            del known[next(iter(known))]
+        known = self.sessions.get(path)
+        if known is None or (shared and known[-1] != session_id):
+            others = () if known is None or not shared else known
+            latest = (*(s for s in others if s != session_id), session_id)
+            self.sessions[path] = latest[-SHARED_RECENT:]
+        # else: a journal belongs to its first session
+
+    def forget(self, path: Path) -> None:
+        """A file gone from the home: nothing of it is kept (its held entries end at the next
+        `probe` of the path, or when their process exits)."""
+        self.sessions.pop(path, None)
 
     def probe(self, paths: Iterable[Path]) -> list[Event]:
-        wanted = [p for p in paths if p in self.sessions]
+        wanted = [p for p in paths if p in self.sessions or p in self._entries]
         if not wanted:
             return []
         found = self.find(wanted, self.names)
@@ -95,7 +100,7 @@ class HeldSessions:
         for path in wanted:
             now = {
                 f"held:{pid}:{session_id}": (pid, start, session_id)
-                for session_id in self.sessions[path]
+                for session_id in self.sessions.get(path, ())
                 for pid, start in found.get(path, [])
             }
             for gone in self._entries.get(path, set()) - set(now):
@@ -111,5 +116,8 @@ class HeldSessions:
                         derived=True,
                     )
                 )
-            self._entries[path] = set(now)
+            if now:
+                self._entries[path] = set(now)
+            else:
+                self._entries.pop(path, None)
         return events

@@ -1,13 +1,23 @@
-"""What is known about one session and its sub-agents: plain mutable records owned by `state`."""
+"""What is known about one session and its sub-agents: plain mutable records owned by `state`.
+
+History can hold tens of thousands of sessions, each kept for `sessions --all`; a finished one
+costs its object, its id, its title, its token counts and two times. What most sessions never
+need takes no room: no token record until a response counts (the shared `ZERO`), no table of
+open tool calls or sub-agents while there are none (`None`, shown as an empty mapping), turn
+counts as three integers rather than a `Counter`.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
-from .events import Kind, TitleSource, Usage
+from .events import Kind, TitleSource, TurnOutcome, Usage
 
 TITLE_RANK: dict[TitleSource, int] = {"prompt": 0, "process": 1, "harness": 2, "user": 3}
+ZERO = Usage()
+"""No tokens: shared by every record that has counted none yet (`Usage` is frozen)."""
 
 
 @dataclass(slots=True)
@@ -29,7 +39,7 @@ class Subagent:
     started_at: float | None = None
     ended_at: float | None = None
     messages: int = 0
-    tokens: Usage = field(default_factory=Usage)
+    tokens: Usage = ZERO
     tool_calls: int = 0
 
     @property
@@ -66,15 +76,66 @@ class Session:
     started_at: float | None = None
     updated_at: float | None = None
     messages: int = 0
-    tokens: Usage = field(default_factory=Usage)
-    turns: Counter[str] = field(default_factory=Counter)
+    tokens: Usage = ZERO
+    completed: int = 0  # turns, by outcome (`turns`)
+    interrupted: int = 0
+    failed: int = 0
     turn_open_at: float | None = None
-    last_turn: tuple[str, float] | None = None  # record id and start of the latest turn
+    last_turn: tuple[str, float] | None = None  # record id and start of the latest traced turn
     tool_calls: int = 0
     tool_errors: int = 0
-    open_tools: dict[str, OpenTool] = field(default_factory=dict)
-    subagents: dict[str, Subagent] = field(default_factory=dict)  # by agent id or call id
+    tools: dict[str, OpenTool] | None = None  # open tool calls (`open_tools`); None: none
+    subs: dict[str, Subagent] | None = None  # by agent id or call id (`subagents`); None: none
     counted: bool = False
+
+    @property
+    def turns(self) -> Mapping[str, int]:
+        """Ended turns by outcome: those with none left out, and read as 0."""
+        turns = _Turns()
+        if self.completed:
+            turns["completed"] = self.completed
+        if self.interrupted:
+            turns["interrupted"] = self.interrupted
+        if self.failed:
+            turns["failed"] = self.failed
+        return turns
+
+    def count_turn(self, outcome: TurnOutcome) -> None:
+        if outcome == "completed":
+            self.completed += 1
+        elif outcome == "interrupted":
+            self.interrupted += 1
+        elif outcome == "failed":
+            self.failed += 1
+
+    @property
+    def open_tools(self) -> Mapping[str, OpenTool]:
+        """Tool calls started and not ended yet, by call id."""
+        return _NO_TOOLS if self.tools is None else self.tools
+
+    def open_tool(self, call_id: str, tool: OpenTool) -> None:
+        if self.tools is None:
+            self.tools = {}
+        self.tools[call_id] = tool
+
+    def end_tool(self, call_id: str) -> OpenTool | None:
+        """The open tool call `call_id`, no longer open; None if it was not."""
+        if self.tools is None:
+            return None
+        found = self.tools.pop(call_id, None)
+        if not self.tools:
+            self.tools = None  # an emptied table keeps its room: let it go
+        return found
+
+    @property
+    def subagents(self) -> Mapping[str, Subagent]:
+        """Sub-agents by agent id and by call id (one record under both when both are known)."""
+        return _NO_SUBAGENTS if self.subs is None else self.subs
+
+    def add_subagent(self, key: str, sub: Subagent) -> None:
+        if self.subs is None:
+            self.subs = {}
+        self.subs[key] = sub
 
     def touch(self, at: float | None) -> None:
         if at is None:
@@ -101,20 +162,34 @@ class Session:
                 _merge(found, other)
             found.agent_id = found.agent_id or agent_id
             found.call_id = found.call_id or call_id
-            self.subagents[agent_id] = self.subagents[call_id] = found
+            self.add_subagent(agent_id, found)
+            self.add_subagent(call_id, found)
         return found
 
     def has_open_work(self) -> bool:
         """A turn, a tool call or a sub-agent that has not ended yet."""
-        if self.turn_open_at is not None or self.open_tools:
+        if self.turn_open_at is not None or self.tools:
             return True
-        return any(sub.state == "running" for sub in self.subagents.values())
+        return self.subs is not None and any(s.state == "running" for s in self.subs.values())
 
     def unique_subagents(self) -> list[Subagent]:
         seen: dict[int, Subagent] = {}
         for sub in self.subagents.values():
             seen.setdefault(id(sub), sub)
         return sorted(seen.values(), key=lambda s: (s.started_at or 0.0, s.id))
+
+
+class _Turns(dict[str, int]):
+    """Counts by outcome; an outcome with none is 0 (as in a `Counter`)."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+_NO_TOOLS: Mapping[str, OpenTool] = MappingProxyType({})
+_NO_SUBAGENTS: Mapping[str, Subagent] = MappingProxyType({})
 
 
 def _merge(into: Subagent, other: Subagent) -> None:

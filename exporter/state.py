@@ -12,6 +12,7 @@ it (`--fork-session` copies records verbatim; sub-agent and lead journals share 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from .events import (
     ToolCallStarted,
     ToolOutcome,
     TurnEnded,
+    TurnOutcome,
     TurnStarted,
     Usage,
 )
@@ -40,7 +42,7 @@ from .labels import live_state
 from .live import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
-from .session import OpenTool, Session, Subagent
+from .session import ZERO, OpenTool, Session, Subagent
 
 TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 TOOL_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -60,6 +62,10 @@ RECENT_REVIEWS = 1000
 """Automatic reviews kept for `sessions --include-internal` (all of them are counted)."""
 MAX_LABEL_VALUES = 200
 """Distinct tool / sub-agent type label values per agent before the rest become "other"."""
+BUSY_SLACK = 1024
+"""Sessions noted as maybe busy, beyond twice those found with open work, before the ones
+without any are let go (a catch-up touches every session of history; a refresh, which also lets
+them go, only comes after it)."""
 
 
 Exemplar = tuple[int, int, float, float]  # trace id, span id, value, when
@@ -117,11 +123,13 @@ class State:
         self._waiting: dict[tuple[str, str], tuple[str, float]] = {}  # reason, since
         self.sessions: dict[tuple[str, str], Session] = {}
         self._busy: set[tuple[str, str]] = set()  # sessions that may have open work
+        self._busy_limit = BUSY_SLACK  # `_busy` is pruned beyond this size
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
         self.totals = Totals()
         self.reviews: deque[tuple[str, ReviewEnded]] = deque(maxlen=RECENT_REVIEWS)
-        self._usage: OrderedDict[tuple[str, str], tuple[Usage, Session, Subagent | None]] = (
+        # (agent, message id) → usage so far, the id of the session it counts for, its sub-agent
+        self._usage: OrderedDict[tuple[str, str], tuple[Usage, str, Subagent | None]] = (
             OrderedDict()
         )
         self._seen = SeenIds()
@@ -137,7 +145,7 @@ class State:
             case LiveIndexRead():
                 self.entries[(agent, event.source)] = event
                 session = self.session(agent, event.session_id)
-                session.cwd = session.cwd or event.cwd
+                session.cwd = session.cwd or _intern(event.cwd)
                 session.kind = session.kind or event.kind
                 if event.name:
                     session.set_title(event.name, "process")
@@ -174,6 +182,8 @@ class State:
                     outcome = self._bounded(agent, "review_outcome", event.outcome)
                     self.totals.reviews[(agent, outcome)] += 1
                     self.reviews.append((agent, event))
+        if len(self._busy) > self._busy_limit:  # after the event: it may have opened work
+            self._prune_busy()
 
     def session(self, agent: str, session_id: str) -> Session:
         key = (agent, session_id)
@@ -185,15 +195,16 @@ class State:
     def _session_seen(self, agent: str, event: SessionSeen) -> None:
         session = self.session(agent, event.session_id)
         session.touch(event.at)
+        cwd, version = _intern(event.cwd), _intern(event.version)  # shared by many sessions
         if event.main:
-            session.cwd = event.cwd or session.cwd
+            session.cwd = cwd or session.cwd
             session.kind = event.kind or session.kind
-            session.version = event.version or session.version
-            session.model = event.model or session.model
+            session.version = version or session.version
+            session.model = _intern(event.model) or session.model
         else:  # a sub-agent's file read before the lead's: fill in only what is missing
-            session.cwd = session.cwd or event.cwd
+            session.cwd = session.cwd or cwd
             session.kind = session.kind or event.kind
-            session.version = session.version or event.version
+            session.version = session.version or version
         if not session.counted:
             session.counted = True
             self.totals.sessions[(agent, session.cwd or "")] += 1
@@ -204,26 +215,27 @@ class State:
             self._internal_response(agent, session, event)
             return
         session.touch(event.at)
-        if event.main:
-            session.model = event.model
+        if event.main and event.model != session.model:
+            session.model = sys.intern(event.model)
         key = (agent, event.message_id)
         known = self._usage.get(key)
         if known is None:
             if self._seen.add(agent, "message", event.message_id):
                 return  # a response of a finished session, read again from a copy
             sub = self._subagent_of(session, event.subagent_id)
-            known = (Usage(), session, sub)
+            known = (ZERO, session.session_id, sub)
             if not event.carried:
                 session.messages += 1
                 if sub is not None:
                     sub.messages += 1
                 self.totals.messages[(agent, event.model, session.cwd or "")] += 1
-        old, owner, sub = known
+        old, owner_id, sub = known
         new = old.max(event.usage)
-        self._usage[key] = (new, owner, sub)
+        self._usage[key] = (new, owner_id, sub)
         self._usage.move_to_end(key)
         if len(self._usage) > RECENT_MESSAGES:
             self._usage.popitem(last=False)
+        owner = session if owner_id == session.session_id else self.session(agent, owner_id)
         if owner is session:
             self.observer.responded(owner, sub, event, new)
         if new == old:
@@ -251,7 +263,8 @@ class State:
             return None
         found = session.subagent(None, agent_id)
         if found is None:
-            found = session.subagents[agent_id] = Subagent(agent_id=agent_id)
+            found = Subagent(agent_id=agent_id)
+            session.add_subagent(agent_id, found)
         return found
 
     def _turn_started(self, agent: str, event: TurnStarted) -> None:
@@ -262,16 +275,18 @@ class State:
         if session.turn_open_at is not None:
             self._turn_ended(session, event.at, "interrupted")
         session.turn_open_at = event.at
-        session.last_turn = (event.record_id, event.at)
+        # kept only for exemplars (`_traced`): untraced, the record id is not kept at all
+        traced = self.traced_since is not None and event.at >= self.traced_since
+        session.last_turn = (event.record_id, event.at) if traced else None
         self.observer.turn_started(session, event.at, event.record_id, event.prompt)
 
-    def _turn_ended(self, session: Session, at: float, outcome: str) -> None:
+    def _turn_ended(self, session: Session, at: float, outcome: TurnOutcome) -> None:
         session.touch(at)
         if session.turn_open_at is None:
             return  # duplicate end (thinking + text + turn_duration): the first one counts
         duration = max(0.0, at - session.turn_open_at)
         session.turn_open_at = None
-        session.turns[outcome] += 1
+        session.count_turn(outcome)
         self.totals.turns[(session.agent, session.cwd or "", outcome)] += 1
         histogram = self.totals.turn_durations.setdefault(session.agent, Histogram(TURN_BUCKETS))
         traced = self._traced(session)
@@ -287,7 +302,7 @@ class State:
         session = self.session(agent, event.session_id)
         session.touch(event.at)
         sub = self._subagent_of(session, event.subagent_id)
-        session.open_tools[event.call_id] = OpenTool(event.tool, event.at, sub)
+        session.open_tool(event.call_id, OpenTool(event.tool, event.at, sub))
         self.observer.tool_started(session, sub, event)
         if sub is None:
             session.tool_calls += 1
@@ -303,7 +318,7 @@ class State:
         result: str | None = None,
     ) -> None:
         session.touch(at)
-        open_tool = session.open_tools.pop(call_id, None)
+        open_tool = session.end_tool(call_id)
         if open_tool is None:
             return
         if outcome == "error" and open_tool.subagent is None:
@@ -325,6 +340,13 @@ class State:
         )
         self.observer.tool_ended(session, ended)
 
+    def _prune_busy(self) -> None:
+        """Let go of the sessions noted as maybe busy that have no open work (a refresh would
+        only skip them): what is kept stays within twice those that have, plus a margin."""
+        busy = {key for key in self._busy if _has_open_work(self.sessions.get(key))}
+        self._busy = busy  # a new set: a set emptied in place keeps its room
+        self._busy_limit = 2 * len(busy) + BUSY_SLACK
+
     def _traced(self, session: Session) -> tuple[int, int] | None:
         """The trace id and root span id of the session's latest turn, if it was traced."""
         turn = session.last_turn
@@ -344,7 +366,7 @@ class State:
             sub = Subagent(call_id=event.call_id, agent_id=event.subagent_id)
             for key in (event.call_id, event.subagent_id):
                 if key:
-                    session.subagents[key] = sub
+                    session.add_subagent(key, sub)
         sub.subagent_type = event.subagent_type or sub.subagent_type
         sub.title = event.title or sub.title
         sub.parent_id = event.parent_id or sub.parent_id
@@ -386,16 +408,21 @@ class State:
                 settled = entry.status_at is None or now - at >= IDLE_SETTLE
                 if at >= session.turn_open_at and settled:
                     self._close(session, at, foreground_only=True)
+        idle = 0
         for key in list(self._busy):  # not every session of history: only those with work
             busy = self.sessions.get(key)
             if busy is None or not busy.has_open_work():
                 self._busy.discard(key)
+                idle += 1
                 continue
             if key in self.live:
                 continue
             last = busy.updated_at or 0.0
             if key in stale or now - last >= ABANDON_AFTER:
                 self._close(busy, last, foreground_only=False)
+        if idle:  # a set emptied in place keeps its room
+            self._busy = set(self._busy)
+            self._busy_limit = 2 * len(self._busy) + BUSY_SLACK
 
     def _settle_held(self, now: float, probe: Probe) -> None:
         """Entries made from open files (agents without a live index): forget those whose process
@@ -446,3 +473,12 @@ class State:
         if not foreground_only:
             for call_id in list(session.open_tools):
                 self._tool_ended(session, call_id, "cancelled", at)
+
+
+def _intern(text: str | None) -> str | None:
+    """One copy of a value many sessions share (a project's cwd, a version, a model)."""
+    return None if text is None else sys.intern(text)
+
+
+def _has_open_work(session: Session | None) -> bool:
+    return session is not None and session.has_open_work()
