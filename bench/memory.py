@@ -165,8 +165,8 @@ _SITES = (  # where an allocation was made (first match) → what it is
     ("/exporter/engine.py", "engine: per-file entries (_File, follower objects)"),
     ("/exporter/tail.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
     ("dataclasses.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
-    ("pathlib.py", "paths (pathlib.Path per file: engine key, follower)"),
-    ("<frozen os>", "paths (pathlib.Path per file: engine key, follower)"),
+    ("pathlib.py", "paths (a str per file: engine key, follower's `file`)"),
+    ("<frozen os>", "paths (a str per file: engine key, follower's `file`)"),
     ("/exporter/harnesses/", "readers (a reader per file, its session id)"),
     ("/exporter/decode.py", "decoded strings kept (cwd, message ids, version, model)"),
 )

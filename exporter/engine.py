@@ -67,13 +67,14 @@ class Source:
 @dataclass(slots=True)
 class _File:
     source: Source
-    path: Path
+    path: str
+    """Its key in `Engine._files`: the follower's own string, never a `Path` per file kept."""
     reader: FileReader
     tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail
 
     @property
     def rel(self) -> PurePosixPath:
-        return _rel(self.path, self.source)
+        return _rel(Path(self.path), self.source)
 
 
 class Engine:
@@ -92,7 +93,7 @@ class Engine:
         self.workers = pool.workers_wanted() if workers is None else workers
         self.min_bytes = pool.MIN_BYTES  # of unread files, for the workers to start (`pool`)
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
-        self._files: dict[Path, _File] = {}
+        self._files: dict[str, _File] = {}  # by path
         self._logged: set[tuple[Path, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
@@ -121,7 +122,7 @@ class Engine:
         fresh = self._restore(snapshot)
         read_before = sum(self.stats.bytes_read.values())
         try:
-            if fresh is not None and not self._files.keys() <= {path for path, _ in found}:
+            if fresh is not None and not self._files.keys() <= {str(path) for path, _ in found}:
                 raise _Stale("a file is gone")
             self._read_all(found, progress, cached=fresh is not None)
         except _Stale as why:  # counters are rebuilt from today's files: read them all
@@ -130,6 +131,7 @@ class Engine:
             self._install(fresh)
             fresh = None
             self._read_all(found, progress, cached=False)
+        del found  # a `Path` per file: gone before the cache is written (the peak of a start)
         unchanged = sum(self.stats.bytes_read.values()) == read_before
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
@@ -167,7 +169,7 @@ class Engine:
         jobs, sizes = [], []
         content = self.content
         for position, (path, source) in enumerate(found, 1):
-            if path in self._files or source.harness.name not in pool.PARALLEL:
+            if str(path) in self._files or source.harness.name not in pool.PARALLEL:
                 continue
             rel = _rel(path, source)
             kind = self._kind(path, source, rel)
@@ -186,7 +188,7 @@ class Engine:
             if source is None:
                 continue
             path = _database_of(reported, source)
-            if path in self._files or not path.is_dir():
+            if str(path) in self._files or not path.is_dir():
                 self._read(path, source)
                 touched.setdefault(id(source), (source, []))[1].append(path)
             else:
@@ -201,7 +203,7 @@ class Engine:
         """Look at every file again, for when file events cannot be had (no inotify watches
         left): unchanged files cost one stat, new ones are read, gone ones are forgotten."""
         paths = [path for source in self.sources for path, _ in self._scan(source)]
-        self.changed(sorted({*paths, *self._files}))
+        self.changed(sorted({*paths, *map(Path, self._files)}))
 
     def save_cache(self) -> None:
         """Write the result of the catch-up to the cache, if it differs from what was loaded."""
@@ -243,7 +245,8 @@ class Engine:
                 vars(source.held).update(held)
         self._files = {}
         for i, tail, reader in snapshot.files:
-            self._files[tail.path] = _File(self.sources[i], tail.path, reader, tail)
+            path = _key(tail)
+            self._files[path] = _File(self.sources[i], path, reader, tail)
         with self.state.lock:
             vars(self.state).update(snapshot.state)
         for name, value in snapshot.stats.items():
@@ -262,7 +265,7 @@ class Engine:
         up = True
         found: list[tuple[Path, Source]] = []
         if known is None:
-            known = {str(p): p for p, entry in self._files.items() if entry.source is source}
+            known = {p: Path(p) for p, entry in self._files.items() if entry.source is source}
         for folder in source.harness.watch_dirs:
             try:
                 found += self._walk(source, source.home / folder, known)
@@ -301,7 +304,7 @@ class Engine:
                     yield base / name, source
 
     def _read(self, path: Path, source: Source) -> None:
-        entry = self._files.get(path)
+        entry = self._files.get(str(path))
         if entry is None:
             entry = self._open(path, source)
             if entry is None:
@@ -334,8 +337,8 @@ class Engine:
             tail = SqliteTail(path, reader.log)
         elif kind not in ("doc", "text"):
             tail = JsonlTail(path) if kind == "jsonl" else ZstdJsonl(path)
-        entry = _File(source, path, reader, tail)
-        self._files[path] = entry
+        key = _key(tail)
+        entry = self._files[key] = _File(source, key, reader, tail)
         self.stats.files[source.harness.name] += 1
         return entry
 
@@ -354,8 +357,8 @@ class Engine:
     def _adopt(self, path: Path, source: Source, taken: pool.Read) -> None:
         """A file a worker read: its follower and reader join the others, what it said is
         folded here, in its turn."""
-        entry = _File(source, path, taken.reader, taken.tail)
-        self._files[path] = entry
+        key = _key(taken.tail)
+        entry = self._files[key] = _File(source, key, taken.reader, taken.tail)
         self.stats.files[source.harness.name] += 1
         self._lines_read(path, entry, taken.result, taken.fed)
         if taken.result.more and taken.result.error is None:  # a large file: the rest here
@@ -450,8 +453,10 @@ class Engine:
                 self.state.apply(source.harness.name, event)
 
     def _forget(self, path: Path, entry: _File) -> None:
-        if self._files.pop(path, None) is not None:
+        if self._files.pop(str(path), None) is not None:
             self.stats.files[entry.source.harness.name] -= 1
+        if entry.source.held is not None:  # nothing of a gone file is kept
+            entry.source.held.forget(path)
 
     def _once(self, path: Path, reason: str, agent: str, detail: object) -> None:
         if (path, reason) in self._logged:
@@ -478,7 +483,12 @@ def _known(snapshot: Snapshot | None, source: int) -> dict[str, Path] | None:
     """The files of a source the cache's result read (by name: a walk makes names)."""
     if snapshot is None:
         return None
-    return {str(tail.path): tail.path for i, tail, _ in snapshot.files if i == source}
+    return {_key(tail): tail.path for i, tail, _ in snapshot.files if i == source}
+
+
+def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:
+    """A follower's path as a string: the one it keeps, if it keeps one."""
+    return str(tail.path) if isinstance(tail, SqliteTail) else tail.file
 
 
 def _size(path: Path) -> int:

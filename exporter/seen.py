@@ -1,26 +1,42 @@
 """Ids already counted, kept small: 8-byte digests, not the ids themselves.
 
 History can hold millions of message, prompt and tool-call ids; a digest costs a fraction of
-the id string and two different ids collide with a probability of about n²/2⁶⁵.
+the id string and two different ids collide with a probability of about n²/2⁶⁵. The digests are
+packed eight bytes each into `BUCKETS` byte arrays (by their leading bits), never one Python
+object per id: about 9 bytes per id instead of 70-140 for a set of integers. A bucket is searched
+with `bytearray.find` (only a match at a multiple of 8 counts): a million ids make buckets of
+about 500 bytes.
 """
 
 from __future__ import annotations
 
 from hashlib import blake2b
 
+BITS = 14
+BUCKETS = 1 << BITS
+
 
 class SeenIds:
     def __init__(self) -> None:
-        self._seen: set[int] = set()
+        self._buckets: list[bytearray | None] = [None] * BUCKETS
+        self._count = 0
 
     def add(self, *parts: str) -> bool:
         """Remember the id; True if it had been seen before."""
         digest = blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
-        key = int.from_bytes(digest, "little")
-        if key in self._seen:
-            return True
-        self._seen.add(key)
+        index = digest[0] << (BITS - 8) | digest[1] >> (16 - BITS)
+        bucket = self._buckets[index]
+        if bucket is None:
+            self._buckets[index] = bytearray(digest)
+        else:
+            at = bucket.find(digest)
+            while at >= 0:
+                if not at & 7:
+                    return True
+                at = bucket.find(digest, at + 1)
+            bucket += digest
+        self._count += 1
         return False
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return self._count

@@ -111,50 +111,68 @@ class _Cursor:
 class JsonlTail:
     """Follows one append-only JSONL file."""
 
-    def __init__(self, path: Path, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
-        self.path = path
+    # One per followed file, for as long as it is followed: slots, and the cursor kept flat
+    # (`_Cursor` only while a read is under way), no object of its own per file.
+    __slots__ = (
+        "_discarding",
+        "_head",
+        "_ident",
+        "_limit",
+        "_max",
+        "_mtime_ns",
+        "_number",
+        "_offset",
+        "file",
+    )
+
+    def __init__(self, path: Path | str, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
+        self.file = os.fspath(path)
         self._max = max_line_bytes
         self._limit = READ_LIMIT
-        self._cursor = _Cursor()
+        self._offset, self._number, self._discarding = 0, 0, False  # a `_Cursor`, flat
         self._ident: tuple[int, int] | None = None
         self._head = b""
         self._mtime_ns = -1
 
     @property
+    def path(self) -> Path:
+        """The file followed (kept as the string `file`: a `Path` costs five times as much)."""
+        return Path(self.file)
+
+    @property
     def offset(self) -> int:
         """Bytes consumed: complete lines and discarded oversized bytes."""
-        return self._cursor.offset
+        return self._offset
 
     def __getstate__(self) -> tuple[Any, ...]:
         """Flat, for the catch-up cache (`cache`), which loads one of these per file."""
-        c = self._cursor
-        where = (c.offset, c.number, c.discarding, self._ident, self._head, self._mtime_ns)
-        return (str(self.path), self._max, *where)
+        where = (self._offset, self._number, self._discarding, self._ident, self._head)
+        return (self.file, self._max, *where, self._mtime_ns)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        path, self._max, offset, number, discarding, self._ident, self._head, self._mtime_ns = state
+        self.file, self._max, self._offset, self._number, self._discarding, *rest = state
+        self._ident, self._head, self._mtime_ns = rest
         self._limit = READ_LIMIT
-        self.path, self._cursor = Path(path), _Cursor(offset, number, discarding)
 
     def read(self) -> TailResult:
         """Return all complete lines appended since the last call."""
         try:
-            if self._unchanged(os.stat(self.path)):
+            if self._unchanged(os.stat(self.file)):
                 return TailResult([], False, 0, None, 0)
-            fd, st = _open_regular(self.path)
+            fd, st = _open_regular(self.file)
         except OSError as exc:
-            return TailResult([], False, 0, exc, 0)
+            return TailResult([], False, 0, _named(exc, self.file), 0)
         try:
             return self._read_fd(fd, st)
         except OSError as exc:
-            return TailResult([], False, 0, exc, 0)
+            return TailResult([], False, 0, _named(exc, self.file), 0)
         finally:
             os.close(fd)
 
     def _unchanged(self, st: os.stat_result) -> bool:
         return (
             (st.st_dev, st.st_ino) == self._ident
-            and st.st_size == self._cursor.offset
+            and st.st_size == self._offset
             and st.st_mtime_ns == self._mtime_ns
         )
 
@@ -162,17 +180,19 @@ class JsonlTail:
         ident = (st.st_dev, st.st_ino)
         head = os.pread(fd, _HEAD, 0)
         reset = self._replaced(ident, st.st_size, head)
-        cursor = _Cursor() if reset else replace(self._cursor)
+        cursor = _Cursor() if reset else _Cursor(self._offset, self._number, self._discarding)
         lines, nread, oversized, more = self._scan(fd, cursor, st.st_size)
         # Commit only now: an OSError above leaves the old state for a retry.
-        self._cursor, self._ident, self._head = cursor, ident, head
+        c = cursor
+        self._offset, self._number, self._discarding = c.offset, c.number, c.discarding
+        self._ident, self._head = ident, head
         self._mtime_ns = st.st_mtime_ns
         return TailResult(lines, reset, nread, None, oversized, more)
 
     def _replaced(self, ident: tuple[int, int], size: int, head: bytes) -> bool:
         if self._ident is None:
             return False
-        return ident != self._ident or size < self._cursor.offset or not head.startswith(self._head)
+        return ident != self._ident or size < self._offset or not head.startswith(self._head)
 
     def _scan(self, fd: int, cursor: _Cursor, size: int) -> tuple[list[Line], int, int, bool]:
         lines: list[Line] = []
@@ -198,7 +218,7 @@ class JsonlTail:
         """Consume the complete lines at the front of `data` (each a view of `data`, not a
         copy); return the rest and how many lines were too long."""
         oversized = start = 0
-        find, path, view = data.find, self.path, memoryview(data)
+        find, path, view = data.find, Path(self.file), memoryview(data)
         while (end := find(b"\n", start)) >= 0:
             if cursor.discarding:
                 cursor.discarding = False
@@ -225,29 +245,39 @@ class JsonlTail:
 class ZstdJsonl:
     """A compressed JSONL file, read whole each time it changes (it is written once)."""
 
-    def __init__(self, path: Path, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
-        self.path = path
+    __slots__ = ("_key", "_max", "file")
+
+    def __init__(self, path: Path | str, *, max_line_bytes: int = 16 * 1024 * 1024) -> None:
+        self.file = os.fspath(path)
         self._max = max_line_bytes
         self._key: tuple[int, int, int, int] | None = None
 
     def read(self) -> TailResult:
         try:
-            if stat_key(os.stat(self.path)) == self._key:
+            if stat_key(os.stat(self.file)) == self._key:
                 return TailResult([], False, 0, None, 0)
-            fd, st = _open_regular(self.path)
+            fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as raw:
                 lines, oversized = self._lines(raw)
         except (OSError, zstandard.ZstdError) as exc:
-            error = exc if isinstance(exc, OSError) else OSError(errno.EIO, f"zstd: {exc}")
+            error = (
+                _named(exc, self.file)
+                if isinstance(exc, OSError)
+                else OSError(errno.EIO, f"zstd: {exc}")
+            )
             return TailResult([], False, 0, error, 0)
         reset, self._key = self._key is not None, stat_key(st)
         return TailResult(lines, reset, st.st_size, None, oversized)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
 
     def _lines(self, raw: IO[bytes]) -> tuple[list[Line], int]:
         """Every line of the stream; the last one needs no newline (the file is complete)."""
         lines: list[Line] = []
         oversized = number = offset = 0
-        buf, skipping = b"", False
+        buf, skipping, path = b"", False, Path(self.file)
         for chunk in _decompressed(raw):
             *complete, rest = (buf + chunk).split(b"\n")
             for text in complete:
@@ -255,13 +285,13 @@ class ZstdJsonl:
                 if skipping or len(text) > self._max:
                     oversized, skipping = oversized + (not skipping), False
                 elif line := text.removesuffix(b"\r"):
-                    lines.append(Line(self.path, offset, number, line))
+                    lines.append(Line(path, offset, number, line))
                 offset += len(text) + 1
             buf = rest
             if len(buf) > self._max:  # drop the long line's bytes as they come
                 oversized, skipping, offset, buf = oversized + 1, True, offset + len(buf), b""
         if buf.strip() and not skipping:
-            lines.append(Line(self.path, offset, number + 1, buf.removesuffix(b"\r")))
+            lines.append(Line(path, offset, number + 1, buf.removesuffix(b"\r")))
         return lines, oversized
 
 
@@ -280,7 +310,14 @@ def _decompressed(raw: IO[bytes]) -> Iterator[bytes]:
         raise OSError(errno.EIO, "zstd: the compressed stream ends inside a frame")
 
 
-def _open_regular(path: Path) -> tuple[int, os.stat_result]:
+def _named(error: OSError, file: str) -> OSError:
+    """The error as it reads when the file is opened by `Path` (`... : PosixPath('/x')`)."""
+    if error.filename == file:
+        error.filename = Path(file)
+    return error
+
+
+def _open_regular(path: str) -> tuple[int, os.stat_result]:
     """Open for reading without blocking on a FIFO; refuse anything but a regular file."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     st = os.fstat(fd)
@@ -315,8 +352,12 @@ _NOTHING = DocResult(False, None, None, 0)
 class JsonDoc:
     """A small whole-document JSON file that is rewritten in place or replaced."""
 
-    def __init__(self, path: Path, *, max_bytes: int = 1024 * 1024, text: bool = False) -> None:
-        self.path = path
+    __slots__ = ("_key", "_last", "_max", "_text", "file")
+
+    def __init__(
+        self, path: Path | str, *, max_bytes: int = 1024 * 1024, text: bool = False
+    ) -> None:
+        self.file = os.fspath(path)
         self._text = text  # plain text, fed as `str` (undecodable bytes replaced)
         self._max = max_bytes
         self._key: tuple[int, int, int, int] | None = None
@@ -325,9 +366,9 @@ class JsonDoc:
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:
-            if stat_key(os.stat(self.path)) == self._key:
+            if stat_key(os.stat(self.file)) == self._key:
                 return replace(self._last, changed=False, bytes_read=0)
-            fd, st = _open_regular(self.path)
+            fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as f:
                 key = stat_key(st)
                 raw = f.read(self._max + 1) if key[2] <= self._max else b""
@@ -340,6 +381,10 @@ class JsonDoc:
         except (ValueError, RecursionError):
             return self._settle(key, DocResult(True, None, "invalid_json", len(raw)))
         return self._settle(key, DocResult(True, data, None, len(raw)))
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
 
     def _failed(self, error: str) -> DocResult:
         """The content could not be read: forget the key so the next call retries."""

@@ -11,16 +11,19 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import pickle
+import shutil
 import subprocess
 import sys
 import tracemalloc
 from collections.abc import Iterator
+from hashlib import blake2b
 from pathlib import Path
 from types import NoneType
 
 import pytest
 
-from exporter import tail
+from exporter import seen, tail
 from exporter.cache import Cache, Snapshot
 from exporter.engine import Engine, Source
 from exporter.events import (
@@ -37,6 +40,7 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses import HARNESSES
+from exporter.harnesses.codex import Codex
 from exporter.holders import SHARED_RECENT, HeldSessions
 from exporter.session import ZERO
 from exporter.state import BUSY_SLACK, State
@@ -241,3 +245,41 @@ def test_held_sessions_keep_little_per_file(tmp_path: Path) -> None:
     assert journals[3] not in held.sessions
     assert [type(e).__name__ for e in held.probe([journals[3]])] == ["LiveIndexRemoved"]
     assert held._entries == {}
+
+
+def test_counted_ids_are_packed_digests() -> None:
+    ids = seen.SeenIds()
+    n = 200_000
+    assert not any(ids.add("claude-code", "message", f"msg_{i:024x}") for i in range(n))
+    assert all(ids.add("claude-code", "message", f"msg_{i:024x}") for i in range(0, n, 7))
+    assert not ids.add("claude-code", "tool", f"msg_{0:024x}")  # another kind: another id
+    assert not ids.add("codex", "message", f"msg_{0:024x}")  # another agent: another id
+    assert ids.add("claude-code\x1fmessage", f"msg_{0:024x}")  # the parts are joined
+    assert len(ids) == n + 2
+    # a digest's bytes found across two others in its bucket are no match
+    packed = seen.SeenIds()
+    digest = blake2b(b"a", digest_size=8).digest()
+    index = digest[0] << (seen.BITS - 8) | digest[1] >> (16 - seen.BITS)
+    packed._buckets[index] = bytearray(b"\xff" * 4 + digest + b"\xff" * 4)  # two other digests
+    assert not packed.add("a") and packed.add("a")
+    # eight bytes an id and little besides, not one object per id (a set of ints: ~70 bytes)
+    held = sys.getsizeof(ids._buckets) + sum(sys.getsizeof(b) for b in ids._buckets)
+    assert held / n < 16, held / n
+    loaded = pickle.loads(pickle.dumps(ids, protocol=pickle.HIGHEST_PROTOCOL))  # the cache
+    assert len(loaded) == len(ids) and loaded.add("claude-code", "message", f"msg_{n - 1:024x}")
+    assert not loaded.add("claude-code", "message", f"msg_{n:024x}")
+
+
+def test_a_gone_file_keeps_no_held_sessions(tmp_path: Path) -> None:
+    fixture = FIXTURES / "codex/0.171.0/resume/home/.codex"
+    home = tmp_path / ".codex"
+    shutil.copytree(fixture, home)
+    held = HeldSessions(Codex.holder_names, find=lambda paths, names: {})
+    engine = Engine([Source(Codex(), home, held)], State(), workers=0)
+    engine.catch_up()
+    rollouts = sorted(home.rglob("rollout-*.jsonl"))
+    assert rollouts and all(path in held.sessions for path in rollouts)
+    rollouts[0].unlink()
+    engine.changed([rollouts[0]])
+    assert rollouts[0] not in held.sessions and rollouts[0] not in engine._files
+    assert all(path in held.sessions for path in rollouts[1:])

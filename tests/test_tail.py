@@ -160,7 +160,7 @@ def test_permission_denied(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         real_open = os.open
 
         def deny(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
-            if path == log:
+            if os.fspath(path) == str(log):
                 raise PermissionError(errno.EACCES, "Permission denied", str(log))
             return real_open(path, flags, mode)
 

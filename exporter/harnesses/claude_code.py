@@ -16,6 +16,7 @@ from the records, never from the encoded folder name (the encoding is lossy).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -185,6 +186,19 @@ def notification_end(session_id: str, text: str, at: float) -> SubagentEnded | N
 class JournalReader:
     """A lead journal, or a sub-agent's journal when `subagent_id` is given."""
 
+    __slots__ = (  # one per followed journal: no dict of its own
+        "at",
+        "copying",
+        "cwd",
+        "first_at",
+        "pending",
+        "previous_at",
+        "request_id",
+        "requested_at",
+        "session_id",
+        "subagent_id",
+    )
+
     def __init__(self, session_id: str, subagent_id: str | None = None) -> None:
         self.session_id = session_id
         self.subagent_id = subagent_id
@@ -193,8 +207,17 @@ class JournalReader:
         self.copying = True  # until the journal's own first conversation record
         self.pending: TurnEnded | None = None
         self.previous_at = 0.0
-        self.request: tuple[str, float | None] = ("", None)  # message id, when it was requested
+        self.request_id = ""  # the message last responded, and when it was requested
+        self.requested_at: float | None = None
         self.cwd: str | None = None
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Flat, for the catch-up cache: a pickler keeps what it made to write each reader."""
+        return tuple(getattr(self, name) for name in JournalReader.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(JournalReader.__slots__, state, strict=True):
+            setattr(self, name, value)
 
     @property
     def main(self) -> bool:
@@ -245,7 +268,7 @@ class JournalReader:
         cwd = record.get("cwd")
         if not self.main or not isinstance(cwd, str) or cwd == self.cwd:
             return []
-        self.cwd = cwd
+        self.cwd = cwd = sys.intern(cwd)  # one copy per project, not per journal
         entry = record.get("entrypoint")
         kind: Kind | None = None
         if isinstance(entry, str):
@@ -271,8 +294,8 @@ class JournalReader:
         events: list[Event] = []
         message_id = message.get("id")
         if isinstance(message_id, str):
-            if self.request[0] != message_id:  # the first of its copies: note the request time
-                self.request = (message_id, self.previous_at or None)
+            if self.request_id != message_id:  # the first of its copies: note the request time
+                self.request_id, self.requested_at = message_id, self.previous_at or None
             reason = message.get("stop_reason")
             events.append(
                 ModelResponded(
@@ -283,7 +306,7 @@ class JournalReader:
                     usage=usage_of(message.get("usage")),
                     subagent_id=self.subagent_id,
                     main=self.main,
-                    requested_at=self.request[1],
+                    requested_at=self.requested_at,
                     finish_reason=reason if isinstance(reason, str) else None,
                     text=text_of(message.get("content")) or None,
                 )
@@ -472,6 +495,8 @@ _TITLES = {"custom-title": "customTitle", "ai-title": "aiTitle"}
 class MetaReader:
     """`agent-<id>.meta.json`: what kind of sub-agent this is and which tool call started it."""
 
+    __slots__ = ("session_id", "subagent_id")
+
     def __init__(self, session_id: str, subagent_id: str) -> None:
         self.session_id = session_id
         self.subagent_id = subagent_id
@@ -496,6 +521,8 @@ class MetaReader:
 
 
 class CustomTitleReader:
+    __slots__ = ("session_id",)
+
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
 
@@ -508,6 +535,8 @@ class CustomTitleReader:
 
 class LiveIndexReader:
     """`sessions/<pid>.json`, rewritten by the process on every status change."""
+
+    __slots__ = ("pid", "source")
 
     def __init__(self, rel: PurePosixPath) -> None:
         self.source = str(rel)
