@@ -50,6 +50,8 @@ AHEAD = 4
 BATCH_BYTES = 4 * 1024 * 1024
 BATCH_FILES = 64
 ENV = "CODING_AGENT_EXPORTER_CATCHUP_WORKERS"
+MIN_CORES = 3
+"""Fewer cores than this: no worker unless asked (measured on two: no gain, `bench/RESULTS.md`)."""
 
 
 @dataclass(slots=True)
@@ -169,17 +171,24 @@ def _lean(event: Event) -> Event:
 
 
 def workers_wanted(
-    environ: Mapping[str, str] = os.environ, load: Callable[[], float] = lambda: os.getloadavg()[0]
+    environ: Mapping[str, str] = os.environ,
+    load: Callable[[], float] = lambda: os.getloadavg()[0],
+    cores: int | None = None,
 ) -> int:
     """Workers for a large catch-up: the variable's number, else one per core that stands idle
-    (by the 1-minute load average) beside the one the main process keeps busy. On a busy
-    machine a worker only takes CPU from others: it costs a quarter to a third more CPU and
-    finished later there (`bench/RESULTS.md`)."""
+    (by the 1-minute load average) beside the one the main process keeps busy, on a machine of
+    at least `MIN_CORES`. On two cores one worker no longer pays since the readers decode only
+    what they use: the main process, which folds every event, is the critical path, and a
+    worker's start and pickling cost what it saves (`bench/RESULTS.md`, round 3). On a busy
+    machine a worker only takes CPU from others."""
     raw = environ.get(ENV, "").strip()
     if raw.isdigit():
         return int(raw)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cores = cores or 1
+    if cores < MIN_CORES:
+        return 0
     return max(0, min(cores - 1, int(cores - load())))
 
 

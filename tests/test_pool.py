@@ -4,7 +4,6 @@ on every recorded scenario of the harnesses read by workers, and when a worker f
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
 import threading
 from pathlib import Path
@@ -99,11 +98,13 @@ def test_a_worker_that_fails_costs_only_time(caplog: pytest.LogCaptureFixture) -
 
 
 def test_workers_only_for_cores_left_idle_unless_asked() -> None:
-    cores = len(os.sched_getaffinity(0))
-    assert pool.workers_wanted({pool.ENV: "3"}, load=lambda: 0.0) == 3
-    assert pool.workers_wanted({pool.ENV: "0"}, load=lambda: 0.0) == 0
-    assert pool.workers_wanted({}, load=lambda: 0.2) == cores - 1  # the main process reads too
-    assert pool.workers_wanted({}, load=lambda: cores - 0.5) == 0  # a busy machine: none
+    assert pool.workers_wanted({pool.ENV: "3"}, load=lambda: 0.0, cores=2) == 3
+    assert pool.workers_wanted({pool.ENV: "0"}, load=lambda: 0.0, cores=8) == 0
+    assert pool.workers_wanted({}, load=lambda: 0.2, cores=8) == 7  # the main process reads too
+    assert pool.workers_wanted({}, load=lambda: 6.5, cores=8) == 1
+    assert pool.workers_wanted({}, load=lambda: 7.5, cores=8) == 0  # a busy machine: none
+    assert pool.workers_wanted({}, load=lambda: 0.0, cores=2) == 0  # two cores: no gain
+    assert pool.workers_wanted({}, load=lambda: 0.0) >= 0
 
 
 def adopted(result: App) -> list[Path]:
