@@ -38,6 +38,14 @@ RESCAN_EVERY = 30.0
 """Seconds between rescans of the agent folders when file events cannot be had."""
 REFRESH_EVERY = 10.0
 """Seconds between liveness checks when nothing changed (process exits are watched apart)."""
+REFRESH_AFTER_CHANGE = 0.1
+"""Seconds at most between a change and the liveness check that follows it, and at least
+between two such checks while changes keep coming (a check walks every live session; a scrape
+makes its own, and a turn ended by an index gone idle ends at the index's time either way)."""
+SWITCH_INTERVAL = 0.001
+"""Seconds a thread may hold the interpreter while another waits for it (Python's default is
+0.005). The reading loop gives the interpreter up at each read of a file; a scrape's render
+holds it for tens of milliseconds: the shorter interval gets the loop its turn back sooner."""
 CHECKPOINT_EVERY = 5.0
 """Seconds between writes of the traces checkpoint (and one more at shutdown)."""
 
@@ -172,6 +180,7 @@ def serve(config: Config) -> int:
     except ValueError as error:
         log.error("traces: %s", error)
         return 2
+    sys.setswitchinterval(SWITCH_INTERVAL)
     probe = CachedProbe()  # told of every exit below: a scrape probes only new processes
     app = App(config, spans=spans, cache=True, probe=probe)
     ready, stop = threading.Event(), threading.Event()
@@ -212,15 +221,21 @@ def serve(config: Config) -> int:
         ready.set()
         app.engine.save_cache()
         last_rescan = last_refresh = time.monotonic()
+        refresh_due: float | None = None  # something changed: refresh by then
         while not stop.is_set():
             with app.state.lock:
                 procs.watch((e.pid, e.started_at) for e in app.state.entries.values())
-            changed = watcher.changed(timeout=1.0)
+            wait = 1.0 if refresh_due is None else max(0.0, refresh_due - time.monotonic())
+            changed = watcher.changed(timeout=min(1.0, wait))
             if changed:
                 app.engine.changed(sorted(changed))
-            if changed or time.monotonic() - last_refresh >= REFRESH_EVERY:
+                if refresh_due is None:
+                    refresh_due = max(time.monotonic(), last_refresh + REFRESH_AFTER_CHANGE)
+            now = time.monotonic()
+            due = refresh_due is not None and now >= refresh_due
+            if due or now - last_refresh >= REFRESH_EVERY:
                 app.refresh()  # an index gone idle ends its turn without waiting for a scrape
-                last_refresh = time.monotonic()
+                last_refresh, refresh_due = time.monotonic(), None
             app.stats.rescanning = watcher.degraded
             if app.stats.rescanning and time.monotonic() - last_rescan >= RESCAN_EVERY:
                 app.engine.rescan()  # a slow, bounded look instead of going blind

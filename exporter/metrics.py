@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields
+from typing import NamedTuple
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -32,7 +34,7 @@ from . import __version__
 from .engine import Stats
 from .labels import STATES, ProjectLabel
 from .live import Probe, process_start
-from .state import Histogram, State
+from .state import Histogram, State, Totals
 
 
 class StateCollector:
@@ -49,12 +51,33 @@ class StateCollector:
         self.clock, self.probe = clock, probe
 
     def collect(self) -> Iterator[Metric]:
+        """The state's lock is held only to decide liveness and copy what the scrape shows
+        (the live sessions' few fields, the totals' tallies); the families are built and
+        rendered after it is let go, so the reading loop never waits for a render."""
         with self.state.lock:
             self.state.refresh(self.clock(), self.probe)
-            yield from self._live()
-            yield from self._totals()
+            live = self._live_rows()
+            totals = _copy(self.state.totals)
+        yield from self._live(live)
+        yield from self._totals(totals)
 
-    def _live(self) -> Iterator[Metric]:
+    def _live_rows(self) -> list[_LiveRow]:
+        """Under the lock: what the live series show of each live session, in series order."""
+        rows = []
+        for (agent, session_id), entry in sorted(self.state.live.items()):
+            session = self.state.session(agent, session_id)
+            state, reason, state_at = self.state.status((agent, session_id), entry)
+            latest = max(filter(None, (session.updated_at, entry.updated_at)), default=None)
+            running = [
+                sub.subagent_type or "unknown"
+                for sub in session.unique_subagents()
+                if sub.state == "running"
+            ]
+            cwd = session.cwd or entry.cwd
+            rows.append(_LiveRow(agent, session_id, cwd, state, reason, state_at, latest, running))
+        return rows
+
+    def _live(self, rows: list[_LiveRow]) -> Iterator[Metric]:
         per_state = GaugeMetricFamily(
             "coding_agent_sessions", "Live sessions by state.", labels=["agent", "state"]
         )
@@ -80,21 +103,17 @@ class StateCollector:
         )
         counts: Counter[tuple[str, str]] = Counter()
         subagents: Counter[tuple[str, str]] = Counter()
-        for (agent, session_id), entry in sorted(self.state.live.items()):
-            session = self.state.session(agent, session_id)
-            state, reason, state_at = self.state.status((agent, session_id), entry)
-            project = self.project(session.cwd or entry.cwd)
-            counts[(agent, state)] += 1
-            one.add_metric([agent, session_id, project, state, reason or ""], 1)
-            ids = [agent, session_id, project]
-            if state_at is not None:
-                since.add_metric(ids, state_at)
-            latest = max(filter(None, (session.updated_at, entry.updated_at)), default=None)
-            if latest is not None:
-                last.add_metric(ids, latest)
-            for sub in session.unique_subagents():
-                if sub.state == "running":
-                    subagents[(agent, sub.subagent_type or "unknown")] += 1
+        for row in rows:
+            agent, project = row.agent, self.project(row.cwd)
+            counts[(agent, row.state)] += 1
+            one.add_metric([agent, row.session_id, project, row.state, row.reason or ""], 1)
+            ids = [agent, row.session_id, project]
+            if row.state_at is not None:
+                since.add_metric(ids, row.state_at)
+            if row.latest is not None:
+                last.add_metric(ids, row.latest)
+            for kind in row.running:
+                subagents[(agent, kind)] += 1
         for agent in self.agents:
             for state in STATES:
                 per_state.add_metric([agent, state], counts[(agent, state)])
@@ -102,8 +121,7 @@ class StateCollector:
             running.add_metric(list(key), value)
         yield from (per_state, one, since, last, running)
 
-    def _totals(self) -> Iterator[Metric]:
-        totals = self.state.totals
+    def _totals(self, totals: Totals) -> Iterator[Metric]:
         yield _counter(
             "coding_agent_tokens",
             "Tokens used by model responses, each response counted once.",
@@ -166,6 +184,34 @@ class StateCollector:
         for key, value in tally.items():
             out[(*key[:at], self.project(key[at]), *key[at + 1 :])] += value
         return out
+
+
+class _LiveRow(NamedTuple):
+    agent: str
+    session_id: str
+    cwd: str | None
+    state: str
+    reason: str | None
+    state_at: float | None
+    latest: float | None  # the latest record or status change
+    running: list[str]  # the types of its sub-agents still running
+
+
+def _copy(totals: Totals) -> Totals:
+    """The totals as they are now, for a scrape to read while the reading loop goes on: the
+    tallies copied (at C speed), each histogram's counts too."""
+    copied: dict[str, object] = {}
+    for name in (f.name for f in fields(totals)):
+        value = getattr(totals, name)
+        if isinstance(value, Counter):
+            copied[name] = Counter(value)
+        else:  # histograms by label values
+            copied[name] = {key: _histogram_copy(h) for key, h in value.items()}
+    return Totals(**copied)  # type: ignore[arg-type]
+
+
+def _histogram_copy(h: Histogram) -> Histogram:
+    return Histogram(h.buckets, list(h.counts), h.total, h.count, dict(h.exemplars))
 
 
 class ExporterCollector:

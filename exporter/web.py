@@ -4,6 +4,12 @@
 /                                    live sessions, waiting ones first, link to the metrics
 /-/healthy                           200 while the process serves
 /-/ready                             200 once the first catch-up finished, 503 before
+
+A scrape is never answered from a render begun before it arrived, so what it shows is a view
+of the state built after the request came in. Scrapes that arrive together share a render
+(`Renders`): while one is being built, those that arrive wait for the next one, built once
+for all of them; N clients scraping back to back cost one render at a time, not N, and leave
+the reading loop the CPU (and the state's lock) it needs.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -18,6 +25,48 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from .webconfig import WebConfig
+
+MAX_FORMATS = 8
+"""Formats (content type: format, version, escaping) whose renders are shared; the Accept header
+names the version, so a client could make up any number of them."""
+
+
+class Renders:
+    """The registry rendered in one format, one render at a time, each shared by every
+    request that arrived before it began; a request never gets a render begun before it."""
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        self._render = render
+        self._cond = threading.Condition()
+        self._begun = 0  # renders begun so far
+        self._running = False
+        self._done: tuple[int, bytes] | None = None  # the latest render finished: number, body
+        self.waiting = 0  # requests waiting for a render (tests look)
+
+    def get(self) -> bytes:
+        with self._cond:
+            wanted = self._begun + 1  # any render begun from now on will do
+            while True:
+                if self._done is not None and self._done[0] >= wanted:
+                    return self._done[1]
+                if not self._running:
+                    break
+                self.waiting += 1
+                self._cond.wait()
+                self.waiting -= 1
+            self._running = True
+            self._begun += 1
+            number = self._begun
+        body = None
+        try:
+            body = self._render()
+            return body
+        finally:  # a render that raised wakes the others: one of them renders again
+            with self._cond:
+                self._running = False
+                if body is not None:
+                    self._done = (number, body)
+                self._cond.notify_all()
 
 
 class Server(ThreadingHTTPServer):
@@ -34,6 +83,8 @@ class Server(ThreadingHTTPServer):
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
         self.page, self.ready = page, ready
+        self.renders: dict[str, Renders] = {}  # by content type (format, version, escaping)
+        self._renders_lock = threading.Lock()
         self.web_config = web_config or WebConfig()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -42,6 +93,17 @@ class Server(ThreadingHTTPServer):
             self.socket = self.web_config.tls.wrap_socket(
                 self.socket, server_side=True, do_handshake_on_connect=False
             )
+
+    def exposition(self, accept: str) -> tuple[str, bytes]:
+        """The content type the client asked for and the metrics rendered in it."""
+        encoder, content_type = choose_encoder(accept)
+        with self._renders_lock:
+            renders = self.renders.get(content_type)
+            if renders is None and len(self.renders) < MAX_FORMATS:
+                renders = self.renders[content_type] = Renders(partial(encoder, self.registry))
+        if renders is None:  # the client names its own version: rendered for it alone
+            return content_type, encoder(self.registry)
+        return content_type, renders.get()
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
@@ -62,8 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         path = self.path.split("?", 1)[0]
         if path == self.server.telemetry_path:
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            self._send(200, content_type, encoder(self.server.registry))
+            self._send(200, *self.server.exposition(self.headers.get("Accept", "")))
         elif path == "/":
             self._send(200, "text/html; charset=utf-8", self.server.page().encode())
         elif path == "/-/healthy":

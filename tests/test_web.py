@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from exporter.events import LiveIndexRead, SessionSeen
 from exporter.labels import ProjectLabel
 from exporter.metrics import StateCollector
 from exporter.state import State
 from exporter.views import landing_page, session_rows
-from exporter.web import Server
+from exporter.web import MAX_FORMATS, Server
 
 A = "claude-code"
 
@@ -117,3 +119,107 @@ def test_html_is_escaped() -> None:
     }
     page = landing_page([row], "/metrics", True)
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_a_scrape_builds_its_view_without_keeping_the_state_locked(state: State) -> None:
+    """The reading loop folds records under the state's lock: a scrape holds it only to copy
+    what it shows, not while its families are built and rendered (issue 7: scrapers back to
+    back kept the lock nearly all the time and the loop fell seconds behind)."""
+    collector = StateCollector(
+        state, [A], ProjectLabel(), clock=lambda: 200.0, probe=lambda p: 50.0
+    )
+    families = collector.collect()
+    next(families)  # the scrape is rendering its first family
+    folded = threading.Event()
+
+    def fold() -> None:
+        with state.lock:
+            state.apply(A, SessionSeen(session_id="s-new", at=150.0, cwd="/home/u/app"))
+        folded.set()
+
+    loop = threading.Thread(target=fold, daemon=True)
+    loop.start()
+    try:
+        assert folded.wait(timeout=5.0), "the state stayed locked while the scrape rendered"
+    finally:
+        families.close()  # lets the lock go if it was kept
+        loop.join(timeout=5.0)
+    seen = [m for m in collector.collect() if m.name == "coding_agent_sessions"]
+    (total,) = [m for m in seen if m.type == "counter"]  # the next scrape counts the new one
+    assert [s.value for s in total.samples if s.name.endswith("_total")] == [3.0]
+
+
+class _Slow:
+    """A collector whose first collect waits until it is let go, counting collects."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def collect(self) -> Iterator[Metric]:
+        self.calls += 1
+        number = self.calls
+        if number == 1:
+            self.started.set()
+            assert self.release.wait(timeout=10.0)
+        family = GaugeMetricFamily("render_number", "Which render this is.")
+        family.add_metric([], number)
+        yield family
+
+
+def test_scrapes_arriving_during_a_render_share_the_next_one() -> None:
+    """Four clients scraping while a render is under way cost one render between them, and
+    none of them is answered with the render begun before it asked."""
+    slow = _Slow()
+    registry = CollectorRegistry()
+    registry.register(slow)
+    server = Server(("127.0.0.1", 0), registry, "/m", lambda: "", threading.Event())
+    server.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/m"
+    answers: dict[int, str] = {}
+
+    def scrape(i: int) -> None:
+        answers[i] = fetch(url)[2]
+
+    first = threading.Thread(target=scrape, args=(0,))
+    others = [threading.Thread(target=scrape, args=(i,)) for i in range(1, 5)]
+    try:
+        first.start()
+        assert slow.started.wait(timeout=10.0)
+        for thread in others:
+            thread.start()
+        deadline, pause = time.monotonic() + 10.0, threading.Event()
+        while True:  # until each of the four waits for a render, or has made its own
+            waiting = sum(r.waiting for r in getattr(server, "renders", {}).values())
+            if waiting + slow.calls - 1 >= len(others):
+                break
+            assert time.monotonic() < deadline, "the scrapes never arrived"
+            pause.wait(0.01)
+    finally:
+        slow.release.set()
+        for thread in (first, *others):
+            thread.join(timeout=10.0)
+        server.shutdown()
+        server.server_close()
+    assert slow.calls == 2, "each scrape made its own render"  # the blocked one, one for four
+    assert "render_number 1.0" in answers[0]
+    assert all("render_number 2.0" in answers[i] for i in range(1, 5))
+
+
+def test_versions_a_client_makes_up_do_not_pile_up(state: State) -> None:
+    """The Accept header names the format's version: renders are shared for a few formats,
+    any other is rendered for its request alone."""
+    registry = CollectorRegistry()
+    registry.register(StateCollector(state, [A], ProjectLabel(), probe=lambda pid: 50.0))
+    server = Server(("127.0.0.1", 0), registry, "/m", lambda: "", threading.Event())
+    server.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/m"
+    try:
+        for minor in range(MAX_FORMATS + 4):
+            accept = f"application/openmetrics-text; version=1.{minor}.0"
+            status, kind, body = fetch(url, accept)
+            assert status == 200 and f"version=1.{minor}.0" in kind and body.endswith("# EOF\n")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(server.renders) == MAX_FORMATS
