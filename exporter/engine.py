@@ -105,7 +105,7 @@ class Engine:
     @property
     def content(self) -> bool:
         """Spans show what records say (prompts, replies, tool arguments and results)."""
-        return getattr(self.state.observer, "capture", False) is True
+        return self.state.observer.capture
 
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Read every file once, in an order that depends on the paths alone (shallow ones

@@ -13,6 +13,10 @@ from .session import Session, Subagent
 
 
 class Observer(Protocol):
+    capture: bool
+    """It shows what records say (prompts, replies, tool arguments and results): readers must
+    keep it (`pool.decoder`)."""
+
     def turn_started(
         self, session: Session, at: float, record_id: str, prompt: str | None
     ) -> None: ...
@@ -32,6 +36,8 @@ class Observer(Protocol):
 
 class NoObserver:
     """Nobody listens (no traces configured)."""
+
+    capture = False
 
     def turn_started(self, session: Session, at: float, record_id: str, prompt: str | None) -> None:
         pass

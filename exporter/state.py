@@ -343,8 +343,12 @@ class State:
     def _prune_busy(self) -> None:
         """Let go of the sessions noted as maybe busy that have no open work (a refresh would
         only skip them): what is kept stays within twice those that have, plus a margin."""
-        busy = {key for key in self._busy if _has_open_work(self.sessions.get(key))}
-        self._busy = busy  # a new set: a set emptied in place keeps its room
+        self._keep_busy({key for key in self._busy if _has_open_work(self.sessions.get(key))})
+
+    def _keep_busy(self, busy: set[tuple[str, str]]) -> None:
+        """`busy` as the sessions that may have open work, in a new set (a set emptied in place
+        keeps its room), and the size it may grow to before it is pruned again."""
+        self._busy = busy
         self._busy_limit = 2 * len(busy) + BUSY_SLACK
 
     def _traced(self, session: Session) -> tuple[int, int] | None:
@@ -420,9 +424,8 @@ class State:
             last = busy.updated_at or 0.0
             if key in stale or now - last >= ABANDON_AFTER:
                 self._close(busy, last, foreground_only=False)
-        if idle:  # a set emptied in place keeps its room
-            self._busy = set(self._busy)
-            self._busy_limit = 2 * len(self._busy) + BUSY_SLACK
+        if idle:
+            self._keep_busy(set(self._busy))
 
     def _settle_held(self, now: float, probe: Probe) -> None:
         """Entries made from open files (agents without a live index): forget those whose process

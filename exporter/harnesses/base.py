@@ -81,3 +81,7 @@ class Harness(Protocol):
         ...
 
     def reader(self, rel: PurePosixPath) -> FileReader: ...
+
+    # Optional: `lean`, a msgspec `Struct` of the fields its JSONL readers look at; its lines
+    # are then decoded against it, the rest skipped unbuilt, unless spans show content
+    # (`decode.lean`, `pool.decoder`; Claude Code's `claude_schema.Record`).
