@@ -93,18 +93,7 @@ def test_unchanged_database_is_not_queried(database: Path, monkeypatch: pytest.M
 def test_reads_only_the_followed_tables_and_never_writes(database: Path) -> None:
     with writer(database) as db:
         append(db, "a", 0)
-        seen: list[str] = []
-        tail = SqliteTail(database, EVENTS)
-        real = sqlite3.connect
-
-        def traced(*args: object, **kwargs: object) -> sqlite3.Connection:
-            connection = real(*args, **kwargs)  # type: ignore[arg-type]
-            connection.set_trace_callback(seen.append)
-            return connection
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(sqlite3, "connect", traced)
-            tail.read()
+        _, seen = traced_read(SqliteTail(database, EVENTS))
         assert seen and not [q for q in seen if "credential" in q]
         assert not [q for q in seen if q.split()[0].upper() in ("INSERT", "UPDATE", "DELETE")]
         append(db, "a", 1)  # the writer is not disturbed
