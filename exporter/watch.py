@@ -30,7 +30,8 @@ had again (the limit was raised, another program let go of some), and those root
 as changed. When several roots are placed at once, the one with the fewest folders goes first,
 so a live index of one folder keeps its watch before a history of thousands takes the rest.
 
-The observer thread only records paths under a lock and wakes the waiter; watches are
+The observer is `fsobserver.make()`: watchdog's, except that a rename holds the events behind it only
+until it is paired. The observer thread only records paths under a lock and wakes the waiter; watches are
 rearranged in the caller's thread, inside ``changed()``. Nothing is ever written.
 """
 
@@ -59,10 +60,9 @@ from watchdog.events import (
     FileSystemEvent,
     FileSystemEventHandler,
 )
-from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
-from . import inotify
+from . import fsobserver, inotify
 
 __all__ = ["RETRY_EVERY", "Watcher"]
 
@@ -96,7 +96,7 @@ class Watcher:
 
     def __init__(self, roots: Sequence[Path]) -> None:
         self.roots = tuple(Path(os.path.abspath(root)) for root in roots)
-        self._observer = Observer()
+        self._observer = fsobserver.make()
         self._handler = _Handler(self._record)
         self._cond = threading.Condition()  # guards the five fields below
         self._pending: set[Path] = set()

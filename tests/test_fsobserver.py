@@ -1,0 +1,88 @@
+"""exporter.fsobserver: a paired rename does not hold back the events behind it (watchdog's
+queue slept its whole 0.5 s even once the pair had arrived). Waits are joins with timeouts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter import fsobserver
+from exporter.watch import Watcher
+
+pytestmark = pytest.mark.skipif(not fsobserver.INOTIFY, reason="inotify only (Linux)")
+
+HOLD = 0.5  # watchdog's delay for an IN_MOVED_FROM, the queue's own
+PROMPT = 0.2  # well under the hold: what a paired move may cost at most here
+
+
+def taker(queue: fsobserver.PromptQueue) -> tuple[threading.Thread, list[object]]:
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(queue.get()), daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_paired_move_is_taken_at_once() -> None:
+    queue = fsobserver.PromptQueue(HOLD)
+    queue.put("moved_from", delay=True)
+    thread, got = taker(queue)  # the taker sees a delayed head and waits on it
+    thread.join(0.05)
+    assert thread.is_alive(), "a delayed head was taken before its pair or its time"
+    started = time.monotonic()
+    assert queue.remove(lambda event: event == "moved_from") == "moved_from"  # the pair came:
+    queue.put(("moved_from", "moved_to"))  # as watchdog's grouper queues it
+    thread.join(PROMPT)
+    assert not thread.is_alive(), "the taker slept on after the move was paired"
+    assert got == [("moved_from", "moved_to")]
+    assert time.monotonic() - started < PROMPT
+
+
+def test_unpaired_move_still_held_its_time() -> None:
+    queue = fsobserver.PromptQueue(0.1)
+    started = time.monotonic()
+    queue.put("moved_from", delay=True)
+    queue.put("modified")
+    assert queue.get() == "moved_from"
+    assert time.monotonic() - started >= 0.1
+    assert queue.get() == "modified"
+
+
+def test_closed_queue_wakes_taker() -> None:
+    queue = fsobserver.PromptQueue(HOLD)
+    thread, got = taker(queue)
+    queue.close()
+    thread.join(PROMPT)
+    assert not thread.is_alive() and got == [None]
+
+
+def test_renames_then_appends_reported_promptly(tmp_path: Path) -> None:
+    """The live index renamed into place again and again, a journal appended after each: the
+    append is reported well within the hold every time."""
+    root = tmp_path / "root"
+    (root / "sessions").mkdir(parents=True)
+    journal = root / "s.jsonl"
+    journal.write_bytes(b"{}\n")
+    watcher = Watcher([root])
+    watcher.start()
+    try:
+        watcher.changed(timeout=1.0)
+        slowest = 0.0
+        for i in range(20):
+            tmp, index = root / "sessions" / "1.tmp", root / "sessions" / "1.json"
+            tmp.write_text(str(i))
+            tmp.replace(index)
+            started = time.monotonic()
+            with journal.open("ab") as f:
+                f.write(b"{}\n")
+            seen: set[Path] = set()
+            while journal not in seen:
+                left = started + 2 * HOLD - time.monotonic()
+                assert left > 0, f"append {i} not reported within {2 * HOLD} s"
+                seen |= watcher.changed(timeout=left)
+            slowest = max(slowest, time.monotonic() - started)
+        assert slowest < PROMPT * 2, f"an append waited {slowest:.3f} s behind a rename"
+    finally:
+        watcher.stop()
