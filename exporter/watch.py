@@ -30,9 +30,10 @@ had again (the limit was raised, another program let go of some), and those root
 as changed. When several roots are placed at once, the one with the fewest folders goes first,
 so a live index of one folder keeps its watch before a history of thousands takes the rest.
 
-The observer is `fsobserver.make()`: watchdog's, except that a rename holds the events behind it only
-until it is paired. The observer thread only records paths under a lock and wakes the waiter; watches are
-rearranged in the caller's thread, inside ``changed()``. Nothing is ever written.
+The observer is ``fsobserver.make()``: watchdog's, except that a rename holds the events behind
+it only until it is paired. The observer thread only records paths under a lock and wakes the
+waiter; watches are rearranged in the caller's thread, inside ``changed()``. Nothing is ever
+written.
 """
 
 from __future__ import annotations
