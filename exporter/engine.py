@@ -476,6 +476,9 @@ def _database_of(path: Path, source: Source) -> Path:
 
 
 def _rel(path: Path, source: Source) -> PurePosixPath:
+    text, home = os.fspath(path), os.fspath(source.home)
+    if text.startswith(home) and text[len(home) : len(home) + 1] == "/":  # no Path made
+        return PurePosixPath(text[len(home) + 1 :])
     return PurePosixPath(path.relative_to(source.home).as_posix())
 
 

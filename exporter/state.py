@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from . import ids
 from .events import (
-    TOKEN_TYPES,
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
@@ -244,7 +243,7 @@ class State:
         owner.tokens = owner.tokens.plus(delta)
         if sub is not None:
             sub.tokens = sub.tokens.plus(delta)
-        for kind, value in zip(TOKEN_TYPES, (delta.as_dict()[t] for t in TOKEN_TYPES), strict=True):
+        for kind, value in delta.as_dict().items():
             if value:
                 self.totals.tokens[(agent, event.model, owner.cwd or "", kind)] += value
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 def timestamp(value: object) -> float | None:
     """ISO 8601 text or epoch (ms or s) → Unix seconds."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return value / 1000 if value > 1e11 else float(value)
-    if isinstance(value, str):
+    if isinstance(value, str):  # the common case first: it is most records' time
         try:
             return datetime.fromisoformat(value).timestamp()
         except ValueError:
             return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value / 1000 if value > 1e11 else float(value)
     return None
 
 
