@@ -9,7 +9,8 @@ A scrape is never answered from a render begun before it arrived, so what it sho
 of the state built after the request came in. Scrapes that arrive together share a render
 (`Renders`): while one is being built, those that arrive wait for the next one, built once
 for all of them; N clients scraping back to back cost one render at a time, not N, and leave
-the reading loop the CPU (and the state's lock) it needs.
+the reading loop the CPU (and the state's lock) it needs. A render has the library write only
+the families that changed since the last one (`exposition.FamilyRenders`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable
-from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from .exposition import FamilyRenders
 from .webconfig import WebConfig
 
 MAX_FORMATS = 8
@@ -100,7 +101,8 @@ class Server(ThreadingHTTPServer):
         with self._renders_lock:
             renders = self.renders.get(content_type)
             if renders is None and len(self.renders) < MAX_FORMATS:
-                renders = self.renders[content_type] = Renders(partial(encoder, self.registry))
+                write = FamilyRenders(self.registry, encoder, content_type)
+                renders = self.renders[content_type] = Renders(write)
         if renders is None:  # the client names its own version: rendered for it alone
             return content_type, encoder(self.registry)
         return content_type, renders.get()
