@@ -10,8 +10,11 @@ home (never written: new sessions get new files). `--live` sessions are started 
 written, then idle: live but quiet). Then `coding-agent-exporter metrics` catches up cold
 (its wall time and peak RSS are printed: the RSS after a cold catch-up), which leaves the
 catch-up cache; `serve` starts on it, and once ready its RSS is read and `/metrics` is scraped
-`--scrapes` times one after another. Prints latency p50/p99/max, exposition size and series
-count, live sessions seen, RSS, and the commands.
+`--scrapes` times one after another, by a Python client asking for the text format. Then a real
+Prometheus (Debian's `prometheus`, as the tests use) scrapes the same `serve` every second for
+`--prometheus-seconds`, asking for OpenMetrics as it does by default; its own
+`scrape_duration_seconds` is what a user's Prometheus would see. Prints latency p50/p99/max of
+both, exposition size and series count, live sessions seen, RSS, and the commands.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 from catchup import build
 from compare import timed
 from load import HARNESSES, Load, exporter, percentile, value
+
+from tests.backends import prometheus_config, query, run_prometheus
 
 
 def history_home(sessions: int) -> Path:
@@ -59,6 +65,9 @@ def main() -> None:
     args.add_argument("--history", type=int, default=10000, help="historical sessions")
     args.add_argument("--live", type=int, default=200, help="live sessions")
     args.add_argument("--scrapes", type=int, default=200)
+    args.add_argument(
+        "--prometheus-seconds", type=int, default=60, help="a real Prometheus scrapes (0: not)"
+    )
     ns = args.parse_args()
     root = Path(tempfile.mkdtemp(prefix="cae-scrape-"))
     home, state = root / "claude", root / "state"
@@ -78,6 +87,7 @@ def main() -> None:
             for _ in range(ns.scrapes):
                 seconds, text = scrape_once(url)
                 times.append(seconds * 1000)
+            seen_by_prometheus = prometheus_scrapes(url, root, ns.prometheus_seconds)
     finally:
         load.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -94,6 +104,36 @@ def main() -> None:
         f"/metrics, {ns.scrapes} scrapes one after another: p50 {percentile(times, 50):.1f} ms, "
         f"p99 {percentile(times, 99):.1f} ms, max {max(times):.1f} ms, mean "
         f"{statistics.mean(times):.1f} ms; {len(text.encode()) / 1024:.0f} KiB, {series} series"
+    )
+    if seen_by_prometheus:
+        print(seen_by_prometheus)
+
+
+def prometheus_scrapes(url: str, root: Path, seconds: int) -> str:
+    """`seconds` of a real Prometheus scraping `url` every second: its scrape durations."""
+    if seconds <= 0:
+        return ""
+    workdir = root / "prometheus"
+    workdir.mkdir()
+    target = url.removeprefix("http://")
+    with run_prometheus(workdir, prometheus_config(target)) as prometheus:
+        time.sleep(seconds + 2)  # a benchmark's wall time, not a test's wait
+        window = f"scrape_duration_seconds{{job='exporter'}}[{seconds}s]"
+        figures = {}
+        for name, expr in [
+            ("p50", f"quantile_over_time(0.5, {window})"),
+            ("p99", f"quantile_over_time(0.99, {window})"),
+            ("max", f"max_over_time({window})"),
+            ("scrapes", f"count_over_time({window})"),
+            ("up", f"min_over_time(up{{job='exporter'}}[{seconds}s])"),
+        ]:
+            result = query(prometheus, expr)
+            figures[name] = float(result[0]["value"][1]) if result else float("nan")
+    return (
+        f"Prometheus, every 1 s for {seconds} s (OpenMetrics): scrape_duration_seconds "
+        f"p50 {figures['p50'] * 1000:.1f} ms, p99 {figures['p99'] * 1000:.1f} ms, max "
+        f"{figures['max'] * 1000:.1f} ms over {figures['scrapes']:.0f} scrapes, "
+        f"up {figures['up']:.0f}"
     )
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
 
-from exporter.live import CachedProbe, process_start
+from exporter.live import CachedProbe, _spread, process_start
 
 
 class Counting:
@@ -75,3 +76,12 @@ def test_an_answer_got_across_an_exit_is_not_kept() -> None:
     assert cached(7) == 100.0
     cached._probe = lambda pid: None  # the process is gone now
     assert cached(7) is None
+
+
+def test_answers_of_processes_started_together_expire_apart() -> None:
+    """200 sessions started in a row (neighbouring pids) are not all asked again at once: each
+    answer is kept between half the ttl and the ttl, spread evenly."""
+    spreads = [_spread(pid) for pid in range(31_000, 31_200)]
+    assert all(0.5 <= s <= 1.0 for s in spreads)
+    buckets = Counter(int((s - 0.5) * 40) for s in spreads)  # 20 slices of the spread
+    assert len(buckets) >= 19 and max(buckets.values()) <= 20
