@@ -64,19 +64,24 @@ class Fed:
     errors: list[tuple[str, str]] = field(default_factory=list)
 
 
-def feed(reader: FileReader, record: object, where: str, fed: Fed) -> None:
-    """One record into its reader; a rejected record or a reader bug costs that record."""
+def feed(reader: FileReader, record: object, where: str | int, fed: Fed) -> None:
+    """One record into its reader; a rejected record or a reader bug costs that record.
+    `where` names the record in an error: a line number, or words."""
     fed.records += 1
     try:
         events = reader.feed(record)
     except RecordRejected as error:  # the reader's own verdict: counted under its reason
-        fed.errors.append((error.reason, f"{where}: {error}"))
+        fed.errors.append((error.reason, f"{_named(where)}: {error}"))
         return
     except Exception as error:  # a reader bug costs one record, never the loop
-        fed.errors.append(("reader_error", f"{where}: {error!r}"))
+        fed.errors.append(("reader_error", f"{_named(where)}: {error!r}"))
         return
     if events:
         fed.groups.append(events)
+
+
+def _named(where: str | int) -> str:
+    return f"line {where}" if isinstance(where, int) else where
 
 
 def decoder(harness: Harness, content: bool) -> Decode:
@@ -99,7 +104,7 @@ def feed_lines(reader: FileReader, lines: Iterable[Line], decode: Decode = loads
         except ValueError as error:
             fed.errors.append(("invalid_json", f"line {line.number}: {error}"))
             continue
-        feed(reader, record, f"line {line.number}", fed)
+        feed(reader, record, line.number, fed)  # named only if it fails
     return fed
 
 

@@ -46,7 +46,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import zstandard
 
@@ -68,9 +68,9 @@ READ_LIMIT = 8 * 1024 * 1024
 file is read in pieces and memory does not grow with it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One complete line of a JSONL file."""
+class Line(NamedTuple):
+    """One complete line of a JSONL file (a named tuple: one is made per record, and a tuple is
+    made several times faster than a frozen dataclass)."""
 
     path: Path
     offset: int
