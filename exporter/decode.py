@@ -6,8 +6,9 @@ surrogate escapes, a byte-order mark, UTF-16/32 input): a line it refuses is han
 so what decodes, and what counts as invalid, is exactly what `json.loads` says. Nesting too
 deep for either decoder is invalid too (`ValueError`), not a crash of the reading loop.
 
-`lean(schema)` decodes only the fields a reader looks at (a harness's msgspec `Struct` schema),
-into the same dicts and lists: skipped fields are not built, fields typed `msgspec.Raw` stay
+`lean(schema)` decodes only the fields a reader looks at (a harness's `TypedDict` schema, which
+msgspec decodes straight into dicts: no object made per record and converted after), into the
+same dicts and lists: skipped fields are not built, fields typed `msgspec.Raw` stay
 undecoded JSON (`whole` decodes one). A line that does not fit the schema is decoded whole by
 `loads`, so the verdict on a line is still `json.loads`'s, except that the bytes of skipped
 fields are not checked for valid UTF-8.
@@ -41,15 +42,13 @@ def loads(data: Data) -> object:
     return value
 
 
-def lean(schema: type[msgspec.Struct]) -> Decode:
+def lean(schema: type) -> Decode:
     """A decoder building only `schema`'s fields (see the module's text)."""
-    decode = msgspec.json.Decoder(schema).decode
-    builtins = msgspec.to_builtins
-    keep = (msgspec.Raw,)
+    decode: Callable[[Data], object] = msgspec.json.Decoder(schema).decode
 
     def run(data: Data) -> object:
         try:
-            return builtins(decode(data), builtin_types=keep)
+            return decode(data)
         except (msgspec.DecodeError, RecursionError):
             return loads(data)
 

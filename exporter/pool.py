@@ -30,8 +30,6 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from .decode import Decode, lean, loads
 from .events import Event, ModelResponded, ToolCallEnded, ToolCallStarted, TurnStarted
 from .harnesses import FileReader, Harness, RecordRejected
@@ -92,7 +90,7 @@ def decoder(harness: Harness, content: bool) -> Decode:
 
 
 @cache
-def _schema_decoder(schema: type[msgspec.Struct]) -> Decode:
+def _schema_decoder(schema: type) -> Decode:
     return lean(schema)
 
 

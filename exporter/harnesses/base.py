@@ -82,6 +82,6 @@ class Harness(Protocol):
 
     def reader(self, rel: PurePosixPath) -> FileReader: ...
 
-    # Optional: `lean`, a msgspec `Struct` of the fields its JSONL readers look at; its lines
+    # Optional: `lean`, a `TypedDict` of the fields its JSONL readers look at; its lines
     # are then decoded against it, the rest skipped unbuilt, unless spans show content
     # (`decode.lean`, `pool.decoder`; Claude Code's `claude_schema.Record`).

@@ -1,6 +1,7 @@
 """The fields of a Claude Code journal record that `claude_code.JournalReader` looks at.
 
-Decoding a record against this schema (`decode.lean`) builds those fields only: tool outputs,
+Decoding a record against this schema (`decode.lean`; msgspec decodes a `TypedDict` straight
+into a dict) builds those fields only, as the dicts and lists whole decoding makes: tool outputs,
 file contents, thinking blocks and everything else the reader never looks at are skipped without
 being built, which is most of a journal's bytes. Tool arguments and tool results are kept as
 undecoded JSON (`msgspec.Raw`): the reader decodes one only when it needs it (a sub-agent's
@@ -10,66 +11,64 @@ record that does not fit (a field of another type) is decoded whole, as always.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
 __all__ = ["Record"]
 
-_NONE = msgspec.Raw()  # absent (left out of the decoded dict)
+
+class _Part(TypedDict, total=False):
+    type: Any
+    text: Any
+    id: Any
+    name: Any
+    input: msgspec.Raw
+    tool_use_id: Any
+    is_error: Any
+    content: msgspec.Raw
 
 
-class _Part(msgspec.Struct, omit_defaults=True):
-    type: Any = None
-    text: Any = None
-    id: Any = None
-    name: Any = None
-    input: msgspec.Raw = _NONE
-    tool_use_id: Any = None
-    is_error: Any = None
-    content: msgspec.Raw = _NONE
+class _Message(TypedDict, total=False):
+    id: Any
+    model: Any
+    stop_reason: Any
+    usage: Any
+    content: str | list[_Part] | None
 
 
-class _Message(msgspec.Struct, omit_defaults=True):
-    id: Any = None
-    model: Any = None
-    stop_reason: Any = None
-    usage: Any = None
-    content: str | list[_Part] | None = None
+class _UseResult(TypedDict, total=False):
+    agentId: Any
+    status: Any
+    isAsync: Any
 
 
-class _UseResult(msgspec.Struct, omit_defaults=True):
-    agentId: Any = None
-    status: Any = None
-    isAsync: Any = None
+class _Attachment(TypedDict, total=False):
+    type: Any
+    prompt: Any
 
 
-class _Attachment(msgspec.Struct, omit_defaults=True):
-    type: Any = None
-    prompt: Any = None
-
-
-class Record(msgspec.Struct, omit_defaults=True):
-    type: Any = None
-    subtype: Any = None
-    timestamp: Any = None
-    uuid: Any = None
-    sessionId: Any = None
-    cwd: Any = None
-    entrypoint: Any = None
-    version: Any = None
-    message: _Message | None = None
-    toolUseResult: str | _UseResult | None = None
-    toolDenialKind: Any = None
-    origin: Any = None
-    attachment: _Attachment | None = None
-    isMeta: Any = None
-    isCompactSummary: Any = None
-    isVisibleInTranscriptOnly: Any = None
-    turnCompanion: Any = None
-    isApiErrorMessage: Any = None
-    apiErrorStatus: Any = None
-    apiError: Any = None
-    error: Any = None
-    customTitle: Any = None
-    aiTitle: Any = None
+class Record(TypedDict, total=False):
+    type: Any
+    subtype: Any
+    timestamp: Any
+    uuid: Any
+    sessionId: Any
+    cwd: Any
+    entrypoint: Any
+    version: Any
+    message: _Message | None
+    toolUseResult: str | _UseResult | None
+    toolDenialKind: Any
+    origin: Any
+    attachment: _Attachment | None
+    isMeta: Any
+    isCompactSummary: Any
+    isVisibleInTranscriptOnly: Any
+    turnCompanion: Any
+    isApiErrorMessage: Any
+    apiErrorStatus: Any
+    apiError: Any
+    error: Any
+    customTitle: Any
+    aiTitle: Any
