@@ -26,10 +26,8 @@ from .engine import Engine, Source, Stats
 from .harnesses import make
 from .live import CachedProbe, Probe, process_start
 from .metrics import ExporterCollector, StateCollector
-from .procwatch import ProcessWatch
 from .state import State
 from .views import iso, landing_page, session_rows, table
-from .watch import Watcher
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when traces are on
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -178,6 +176,8 @@ def settle_heap() -> None:
 
 
 def serve(config: Config) -> int:
+    from .procwatch import ProcessWatch  # here: `metrics` and `sessions` start without them
+    from .watch import Watcher
     from .web import Server
 
     try:

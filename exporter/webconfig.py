@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-import yaml
 
 _AUTH_TYPES = {
     "NoClientCert": ssl.CERT_NONE,
@@ -71,6 +70,8 @@ class WebConfig:
 
 
 def load(path: Path) -> WebConfig:
+    import yaml  # here: only a start with --web.config.file needs it (50 ms to import)
+
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as error:
