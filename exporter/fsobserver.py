@@ -10,8 +10,10 @@ a second late. Here the taking thread waits on the queue's condition instead, wh
 paired move's arrival wakes: an ``IN_MOVED_FROM`` with no ``IN_MOVED_TO`` (a file moved out of
 the watched tree) still holds the queue its 0.5 s, as watchdog intends.
 
-Only the taking side changes; the pairing, the watches and the events are watchdog's own. On a
-platform without inotify, ``make()`` is watchdog's default observer.
+Only the taking side changes; the pairing, the watches and the events are watchdog's own. This
+builds on watchdog 7.1's inotify classes; on a platform without inotify, or a watchdog whose
+classes moved, ``make()`` is watchdog's default observer (``tests/test_fsobserver.py`` fails on
+Linux then, so an upgrade does not lose the fix unnoticed).
 """
 
 from __future__ import annotations

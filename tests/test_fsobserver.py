@@ -3,6 +3,7 @@ queue slept its whole 0.5 s even once the pair had arrived). Waits are joins wit
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,15 @@ import pytest
 from exporter import fsobserver
 from exporter.watch import Watcher
 
-pytestmark = pytest.mark.skipif(not fsobserver.INOTIFY, reason="inotify only (Linux)")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
+
+
+def test_watchdogs_inotify_internals_found() -> None:
+    """On Linux the prompt observer is used; if a watchdog release moved what it builds on, the
+    stock observer (with its half-second hold) would be used without a word: fail here."""
+    assert fsobserver.INOTIFY, "watchdog's inotify internals changed: see exporter/fsobserver.py"
+    assert type(fsobserver.make()).__name__ == "_PromptObserver"
+
 
 HOLD = 0.5  # watchdog's delay for an IN_MOVED_FROM, the queue's own
 PROMPT = 0.2  # well under the hold: what a paired move may cost at most here
