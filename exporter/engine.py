@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -259,13 +259,13 @@ class Engine:
         return None
 
     def _scan(
-        self, source: Source, known: Mapping[str, Path] | None = None
+        self, source: Source, known: Collection[str] | None = None
     ) -> list[tuple[Path, Source]]:
         agent = source.harness.name
         up = True
         found: list[tuple[Path, Source]] = []
         if known is None:
-            known = {p: Path(p) for p, entry in self._files.items() if entry.source is source}
+            known = {p for p, entry in self._files.items() if entry.source is source}
         for folder in source.harness.watch_dirs:
             try:
                 found += self._walk(source, source.home / folder, known)
@@ -276,10 +276,9 @@ class Engine:
         return found
 
     def _walk(
-        self, source: Source, top: Path, known: Mapping[str, Path] | None = None
+        self, source: Source, top: Path, known: Collection[str] = frozenset()
     ) -> Iterator[tuple[Path, Source]]:
         """The files under `top` the harness reads; `known` (by name) were matched before."""
-        known = known or {}
         if not top.is_dir():
             if top.is_file() and source.harness.match(_rel(top, source)) is not None:
                 yield top, source  # a single file the harness watches
@@ -295,9 +294,8 @@ class Engine:
         for folder, _, names in os.walk(top, onerror=skipped):
             base, rel = Path(folder), None  # once per folder: a file costs no stat
             for name in names:
-                path = known.get(f"{folder}/{name}")  # read before: matched then
-                if path is not None:
-                    yield path, source
+                if f"{folder}/{name}" in known:  # read before: matched then
+                    yield base / name, source
                     continue
                 rel = rel or _rel(base, source)
                 if source.harness.match(rel / name) is not None:
@@ -482,11 +480,11 @@ def _rel(path: Path, source: Source) -> PurePosixPath:
     return PurePosixPath(path.relative_to(source.home).as_posix())
 
 
-def _known(snapshot: Snapshot | None, source: int) -> dict[str, Path] | None:
+def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
     """The files of a source the cache's result read (by name: a walk makes names)."""
     if snapshot is None:
         return None
-    return {_key(tail): tail.path for i, tail, _ in snapshot.files if i == source}
+    return {_key(tail) for i, tail, _ in snapshot.files if i == source}
 
 
 def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:
