@@ -147,12 +147,12 @@ class SqliteTail:
             f"SELECT rowid, {names} FROM {table} "
             f"WHERE {_quoted(log.group)} = ? AND {_quoted(log.seq)} > ?"
         )
-        seen = {row_id for row_id, _ in new}
-        for group, last in behind.items():
-            if heads.get(group, -1) > reached[group]:  # a row below the scanned range
-                for row_id, *values in db.execute(query, (group, last)):
-                    if row_id not in seen:
-                        new.append((row_id, dict(zip(columns, values, strict=True))))
+        lagging = [(g, last) for g, last in behind.items() if heads.get(g, -1) > reached[g]]
+        seen = {row_id for row_id, _ in new} if lagging else set()
+        for group, last in lagging:  # a row below the scanned range
+            for row_id, *values in db.execute(query, (group, last)):
+                if row_id not in seen:
+                    new.append((row_id, dict(zip(columns, values, strict=True))))
         return new, rowid
 
     def _heads(self, db: sqlite3.Connection) -> dict[str, int]:
