@@ -174,10 +174,10 @@ _SITES = (  # where an allocation was made (first match) → what it is
 
 def breakdown(home: Path) -> None:
     """Bytes per file held after a catch-up of `home`, by allocation site; then the cache."""
-    from exporter.cache import Cache
-    from exporter.engine import Engine, Source
     from exporter.harnesses import HARNESSES
-    from exporter.state import State
+    from exporter.runtime.cache import Cache
+    from exporter.runtime.engine import Engine, Source
+    from exporter.state.state import State
 
     engine = Engine([Source(HARNESSES["claude-code"](), home)], State(), workers=0)
     gc.collect()

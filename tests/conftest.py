@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from exporter.cli import App
-from exporter.config import parse
-from exporter.engine import Source
 from exporter.harnesses import HARNESSES, make
-from exporter.settings import vibe_settings
+from exporter.runtime.cli import PROBES, App
+from exporter.runtime.config import parse
+from exporter.runtime.engine import Source
+from exporter.runtime.settings import settings_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -80,10 +80,8 @@ def home_flags(home: Path) -> list[str]:
 
 def source_for(home: Path) -> Source:
     agent = agent_of(home)
-    if agent == "vibe":  # its harness reads the session folder its settings name
-        settings = vibe_settings(agent_home(home))
-        return Source(make(agent, settings.model), settings.sessions)
-    return Source(HARNESSES[agent](), agent_home(home))
+    settings = settings_of(HARNESSES[agent], agent_home(home))  # Vibe's: its session folder
+    return Source(make(agent, settings, PROBES), settings.home)
 
 
 def expected(path: Path) -> dict[str, Any]:

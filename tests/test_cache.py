@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from exporter import tail
-from exporter.cache import MAGIC, Cache
-from exporter.cli import App
-from exporter.config import parse
+from exporter.runtime.cache import MAGIC, Cache
+from exporter.runtime.cli import App
+from exporter.runtime.config import parse
+from exporter.sources import tail
 
 from .conftest import FIXTURES, NOW, agent_home, all_scenarios, home_flags, scenario_id
 
@@ -152,7 +152,7 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
     cache = Cache(tmp_path, [("claude-code", agent_home(home))])
     assert cache.load() is not None
     assert Cache(tmp_path, [("claude-code", tmp_path)]).load() is None
-    monkeypatch.setattr("exporter.cache.code_digest", lambda: "0" * 64)
+    monkeypatch.setattr("exporter.runtime.cache.code_digest", lambda: "0" * 64)
     assert Cache(tmp_path, [("claude-code", agent_home(home))]).load() is None
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import zstandard
 
-from exporter.engine import Engine, Source, Stats
 from exporter.events import (
     Event,
     ModelFailed,
@@ -28,8 +27,10 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.codex import Codex, IndexReader, RolloutReader
-from exporter.state import State
-from exporter.views import session_rows
+from exporter.runtime.engine import Engine, Source
+from exporter.state.health import Stats
+from exporter.state.state import State
+from exporter.web.views import session_rows
 
 from .conftest import FIXTURES, expected, scenario_id, scenarios
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from exporter.engine import Engine, Source, Stats
 from exporter.events import LiveIndexRead
 from exporter.harnesses.codex import Codex
-from exporter.live import process_start
-from exporter.state import HELD_QUIET, State
+from exporter.runtime.engine import Engine, Source
+from exporter.sources.processes import process_start
+from exporter.state.health import Stats
+from exporter.state.state import HELD_QUIET, State
 
 from .backends import holding
 from .conftest import FIXTURES

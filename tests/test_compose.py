@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.config import parse
+from exporter.runtime.config import parse
 
 from .backends import binary
 from .conftest import ROOT

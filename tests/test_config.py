@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cli import main
-from exporter.config import env_name, parse
 from exporter.harnesses import HARNESSES
+from exporter.runtime.cli import main
+from exporter.runtime.config import env_name, parse
 
 from .conftest import FIXTURES
 

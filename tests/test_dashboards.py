@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 
-from exporter import semconv
+from exporter.traces import semconv
 
 from .backends import (
     get,

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.engine import Engine, Source, Stats
 from exporter.harnesses.claude_code import ClaudeCode
-from exporter.state import State
+from exporter.runtime.engine import Engine, Source
+from exporter.state.health import Stats
+from exporter.state.state import State
 
 from .conftest import FIXTURES
 

@@ -1,4 +1,4 @@
-"""exporter.fsobserver: a paired rename does not hold back the events behind it (watchdog's
+"""exporter.sources.fsobserver: a paired rename does not hold back the events behind it (watchdog's
 queue slept its whole 0.5 s even once the pair had arrived). Waits are joins with timeouts."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter import fsobserver
-from exporter.watch import Watcher
+from exporter.sources import fsobserver
+from exporter.sources.watch import Watcher
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
 

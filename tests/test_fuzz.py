@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.harnesses import HARNESSES
-from exporter.state import State
-from exporter.tail import JsonlTail
+from exporter.sources.tail import JsonlTail
+from exporter.state.state import State
 
 settings.register_profile("default", max_examples=150, deadline=None)
 settings.register_profile("deep", max_examples=5000, deadline=None)

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from exporter.harnesses import HARNESSES, RecordRejected
 from exporter.harnesses.vibe_unified import JournalReader, record_hash
-from exporter.state import State
+from exporter.state.state import State
 
 from .conftest import source_for
 from .test_fuzz import JSON

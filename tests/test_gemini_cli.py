@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from exporter.engine import Engine, Source
 from exporter.events import (
     Event,
     ModelFailed,
@@ -24,7 +23,8 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.gemini_cli import ChatReader, GeminiCli, LogsReader, Shared
-from exporter.state import State
+from exporter.runtime.engine import Engine, Source
+from exporter.state.state import State
 
 from .conftest import FIXTURES
 

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from exporter.engine import Engine, Source
 from exporter.events import (
     Event,
     LiveIndexRead,
@@ -36,7 +35,8 @@ from exporter.harnesses.grok import (
     UpdatesReader,
     decode_cwd,
 )
-from exporter.state import State
+from exporter.runtime.engine import Engine, Source
+from exporter.state.state import State
 
 from .conftest import FIXTURES
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cli import RESCAN_EVERY
+from exporter.runtime.cli import RESCAN_EVERY
 
 from .backends import free_port, get, wait_for
 from .conftest import FIXTURES, ROOT, home_flags
@@ -234,7 +234,7 @@ def in_namespace(limit: int, child: Callable[[Path], None], root: Path) -> str:
 
 def collect(watcher: object, done: Callable[[set[Path]], bool], within: float = 10) -> set[Path]:
     """Changed paths until `done(seen)`; fail after `within` seconds."""
-    from exporter.watch import Watcher
+    from exporter.sources.watch import Watcher
 
     assert isinstance(watcher, Watcher)
     seen: set[Path] = set()
@@ -250,7 +250,7 @@ def _child_folders_without_watches(root: Path) -> None:
     """In a namespace of 20 watches: a root of 1 folder and one of 31 (12 left without)."""
     import logging
 
-    from exporter import watch
+    from exporter.sources import watch
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     watch.RETRY_EVERY = 0.2
@@ -294,7 +294,7 @@ def _child_a_root_without_a_watch(root: Path) -> None:
     """In a namespace of 1 watch, two roots of one folder: the second cannot have its watch."""
     import logging
 
-    from exporter import watch
+    from exporter.sources import watch
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     watch.RETRY_EVERY = 0.2

@@ -11,11 +11,11 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from exporter.decode import lean, loads
 from exporter.events import ToolCallEnded
 from exporter.harnesses.claude_code import ClaudeCode
 from exporter.harnesses.claude_schema import Record
-from exporter.pool import _lean, decoder
+from exporter.runtime.pool import _lean, decoder
+from exporter.sources.decode import lean, loads
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude-code"
 JOURNALS = sorted(FIXTURES.glob("*/*/home/projects/**/*.jsonl"))

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from exporter.engine import Engine, Source, Stats
 from exporter.harnesses.claude_code import ClaudeCode
-from exporter.labels import live_state
-from exporter.state import State
+from exporter.runtime.engine import Engine, Source
+from exporter.state.health import Stats
+from exporter.state.labels import live_state
+from exporter.state.state import State
 
 from .conftest import expected, scenario_id, scenarios
 

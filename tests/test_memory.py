@@ -23,9 +23,6 @@ from types import NoneType
 
 import pytest
 
-from exporter import seen, tail
-from exporter.cache import Cache, Snapshot
-from exporter.engine import Engine, Source
 from exporter.events import (
     Event,
     LiveIndexRead,
@@ -41,9 +38,13 @@ from exporter.events import (
 )
 from exporter.harnesses import HARNESSES
 from exporter.harnesses.codex import Codex
-from exporter.holders import SHARED_RECENT, HeldSessions
-from exporter.session import ZERO
-from exporter.state import BUSY_SLACK, State
+from exporter.runtime.cache import Cache, Snapshot
+from exporter.runtime.engine import Engine, Source
+from exporter.sources import tail
+from exporter.sources.holders import SHARED_RECENT, HeldSessions
+from exporter.state import seen
+from exporter.state.session import ZERO
+from exporter.state.state import BUSY_SLACK, State
 
 from .conftest import FIXTURES
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from exporter.engine import Engine, Source, Stats
 from exporter.events import (
     Event,
     ModelFailed,
@@ -30,8 +29,10 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.opencode import DatabaseReader, OpenCode, tool_outcome, usage_of
-from exporter.live import process_start
-from exporter.state import State
+from exporter.runtime.engine import Engine, Source
+from exporter.sources.processes import process_start
+from exporter.state.health import Stats
+from exporter.state.state import State
 
 from .backends import holding
 from .conftest import FIXTURES
@@ -225,9 +226,9 @@ def test_match() -> None:
 
 
 def test_a_process_holding_the_database_makes_its_recent_sessions_candidates() -> None:
-    from exporter.engine import Engine, Source
-    from exporter.holders import HeldSessions
-    from exporter.state import State
+    from exporter.runtime.engine import Engine, Source
+    from exporter.sources.holders import HeldSessions
+    from exporter.state.state import State
 
     home = V / "subagent" / "home" / ".local" / "share" / "opencode"
     held = HeldSessions(

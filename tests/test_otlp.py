@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cli import main
+from exporter.runtime.cli import main
 
 from .backends import free_port, get, run_exporter, wait_for
 from .conftest import FIXTURES

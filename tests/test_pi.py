@@ -16,7 +16,6 @@ from typing import Any
 import psutil
 import pytest
 
-from exporter.engine import Engine, Source
 from exporter.events import (
     Event,
     LiveIndexRead,
@@ -34,12 +33,13 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi, Shared, TranscriptReader
-from exporter.labels import ProjectLabel
-from exporter.live import process_start
-from exporter.state import State
-from exporter.terminals import omp_terminal
-from exporter.views import session_rows
-from exporter.watch import Watcher
+from exporter.runtime.engine import Engine, Source
+from exporter.sources.processes import process_start
+from exporter.sources.terminals import omp_terminal
+from exporter.sources.watch import Watcher
+from exporter.state.labels import ProjectLabel
+from exporter.state.state import State
+from exporter.web.views import session_rows
 
 from .conftest import FIXTURES
 
@@ -496,7 +496,7 @@ def test_a_real_omp_process_on_a_terminal_makes_its_session_live(tmp_path: Path)
         (crumb,) = home.glob("agent/terminal-sessions/*")
         crumb.rename(crumb.with_name(os.ttyname(secondary).removeprefix("/dev/").replace("/", "-")))
         state = State()
-        engine = Engine([Source(OhMyPi(), home)], state)
+        engine = Engine([Source(OhMyPi(omp_terminal), home)], state)
         engine.catch_up()
         state.refresh(time.time(), process_start)
         assert [state.status(k, e)[0] for k, e in state.live.items()] == ["running"]

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from exporter import pool, tail
-from exporter.cli import App
-from exporter.config import parse
-from exporter.engine import Source
+from exporter.runtime import pool
+from exporter.runtime.cli import App
+from exporter.runtime.config import parse
+from exporter.runtime.engine import Source
+from exporter.sources import tail
 
 from .conftest import NOW, agent_of, all_scenarios, home_flags, scenario_id
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnStarted
-from exporter.live import process_start
-from exporter.procwatch import ProcessWatch, pidfds_available
-from exporter.state import State
+from exporter.sources.processes import process_start
+from exporter.sources.procwatch import ProcessWatch, pidfds_available
+from exporter.state.state import State
 
 from .backends import get, run_exporter, write_index
 from .conftest import FIXTURES

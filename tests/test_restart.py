@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.checkpoint import Checkpoint
+from exporter.traces.checkpoint import Checkpoint
 
 from .backends import free_port, get, wait_for
 from .otlp_sink import HttpSink

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from exporter.engine import Engine, Source, Stats
 from exporter.harnesses.opencode import EVENTS, OpenCode
-from exporter.sqlite_tail import SqliteTail
-from exporter.state import State
+from exporter.runtime.engine import Engine, Source
+from exporter.sources.sqlite_tail import SqliteTail
+from exporter.state.health import Stats
+from exporter.state.state import State
 
 from .conftest import FIXTURES
 

@@ -16,8 +16,8 @@ def imported(environ: dict[str, str], *, traces: bool, catch_up: bool) -> list[s
     """The heavy modules a fresh interpreter holds after parsing the flags (and catching up)."""
     script = f"""
 import sys
-from exporter.cli import App
-from exporter.config import parse
+from exporter.runtime.cli import App
+from exporter.runtime.config import parse
 
 config = parse(["metrics", "--claude.home", {str(HOME)!r}], {environ!r})
 assert config.traces is {traces}

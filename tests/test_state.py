@@ -15,7 +15,7 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.state import ABANDON_AFTER, State, tool_label
+from exporter.state.state import ABANDON_AFTER, State, tool_label
 
 A = "claude-code"
 S = "s1"

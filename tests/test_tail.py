@@ -1,4 +1,4 @@
-"""One test per file-system hazard for exporter.tail; every step is an explicit read()."""
+"""One test per file-system hazard for exporter.sources.tail; every step is an explicit read()."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.tail import DocResult, JsonDoc, JsonlTail, Line, TailResult
+from exporter.sources.tail import DocResult, JsonDoc, JsonlTail, Line, TailResult
 
 
 def append(path: Path, data: bytes) -> None:

@@ -8,11 +8,12 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from exporter.engine import Engine, Stats
-from exporter.labels import ProjectLabel
-from exporter.otel import tracer, tracer_provider
-from exporter.state import State
-from exporter.traces import SpanWriter
+from exporter.runtime.engine import Engine
+from exporter.state.health import Stats
+from exporter.state.labels import ProjectLabel
+from exporter.state.state import State
+from exporter.traces.sdk import tracer, tracer_provider
+from exporter.traces.spans import SpanWriter
 
 from .conftest import GOLDEN, NOW, scenario_id, source_for
 
@@ -150,7 +151,7 @@ def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
 
 
 def _span_id(*parts: str) -> int:
-    from exporter.ids import derive
+    from exporter.state.ids import derive
 
     return derive(8, *parts)
 
@@ -159,8 +160,8 @@ def test_duration_histograms_carry_trace_exemplars_in_openmetrics() -> None:
     from prometheus_client import generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
-    from exporter.cli import App, Spans
-    from exporter.config import parse
+    from exporter.runtime.cli import App, Spans
+    from exporter.runtime.config import parse
 
     from .conftest import FIXTURES
 

@@ -10,18 +10,19 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from exporter.config import parse
-from exporter.engine import Engine, Source, Stats
 from exporter.events import LiveIndexRead, ModelResponded, TurnEnded, TurnStarted
 from exporter.harnesses.base import RecordRejected
 from exporter.harnesses.vibe import Vibe
 from exporter.harnesses.vibe_legacy import Legacy, MessagesReader, MetaReader
 from exporter.harnesses.vibe_store import Store, usage
 from exporter.harnesses.vibe_unified import JournalReader, record_hash
-from exporter.labels import live_state
-from exporter.settings import vibe_settings
-from exporter.state import State
-from exporter.views import session_rows
+from exporter.runtime.config import parse
+from exporter.runtime.engine import Engine, Source
+from exporter.runtime.settings import settings_of
+from exporter.state.health import Stats
+from exporter.state.labels import live_state
+from exporter.state.state import State
+from exporter.web.views import session_rows
 
 from .conftest import FIXTURES, expected
 
@@ -379,13 +380,13 @@ def test_legacy_lines_are_spread_between_start_and_end() -> None:
 def test_the_session_folder_comes_from_vibe_settings(tmp_path: Path) -> None:
     home = tmp_path / ".vibe"
     home.mkdir()
-    assert vibe_settings(home).sessions == home / "logs" / "session"
+    assert settings_of(Vibe, home).home == home / "logs" / "session"
     (home / "config.toml").write_text(
         'active_model = "devstral"\n[session_logging]\nsave_dir = "/srv/vibe-logs"\n'
     )
-    settings = vibe_settings(home)
-    assert (settings.sessions, settings.model) == (Path("/srv/vibe-logs"), "devstral")
-    assert vibe_settings(home, "/elsewhere").sessions == Path("/elsewhere")
+    settings = settings_of(Vibe, home)
+    assert (settings.home, settings.model) == (Path("/srv/vibe-logs"), "devstral")
+    assert settings_of(Vibe, home, {"vibe.session-dir": "/elsewhere"}).home == Path("/elsewhere")
     config = parse(["metrics", "--vibe.home", str(home)], {})
     assert config.homes["vibe"] == Path("/srv/vibe-logs")
     assert config.models["vibe"] == "devstral"
@@ -397,7 +398,7 @@ def test_a_broken_config_toml_keeps_the_defaults(tmp_path: Path) -> None:
     home = tmp_path / ".vibe"
     home.mkdir()
     (home / "config.toml").write_text("this is = = not toml")
-    assert vibe_settings(home).sessions == home / "logs" / "session"
+    assert settings_of(Vibe, home).home == home / "logs" / "session"
 
 
 def test_what_is_read_and_what_is_left_alone() -> None:

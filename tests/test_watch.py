@@ -1,4 +1,5 @@
-"""exporter.watch against real inotify events; every wait is changed(timeout=...), no sleeps."""
+"""exporter.sources.watch against real inotify events; every wait is changed(timeout=...), no
+sleeps."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.watch import Watcher
+from exporter.sources.watch import Watcher
 
 TIMEOUT = 5.0
 

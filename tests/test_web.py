@@ -13,11 +13,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from exporter.events import LiveIndexRead, SessionSeen
-from exporter.labels import ProjectLabel
-from exporter.metrics import StateCollector
-from exporter.state import State
-from exporter.views import landing_page, session_rows
-from exporter.web import MAX_FORMATS, Server
+from exporter.prometheus.collectors import StateCollector
+from exporter.state.labels import ProjectLabel
+from exporter.state.state import State
+from exporter.web.server import MAX_FORMATS, Server
+from exporter.web.views import landing_page, session_rows
 
 A = "claude-code"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporter.webconfig import WebConfigError, load
+from exporter.web.webconfig import WebConfigError, load
 
 from .backends import query, run_exporter, run_prometheus, wait_for
 from .conftest import FIXTURES

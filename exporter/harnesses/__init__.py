@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .base import FileKind, FileReader, Harness, RecordRejected, TableLog, TableReader
+from .base import (
+    FileKind,
+    FileReader,
+    Harness,
+    Probes,
+    RecordRejected,
+    Settings,
+    TableLog,
+    TableReader,
+)
 from .claude_code import ClaudeCode
 from .codex import Codex
 from .gemini_cli import GeminiCli
@@ -23,9 +32,9 @@ HARNESSES: dict[str, type[Harness]] = {
 }
 
 
-def make(name: str, model: str | None = None) -> Harness:
-    """A harness, given the model its agent's settings name (only Vibe needs one)."""
-    return Vibe(model) if name == Vibe.name else HARNESSES[name]()
+def make(name: str, settings: Settings, probes: Probes) -> Harness:
+    """The harness of agent `name`, made from what its settings say and what it may ask."""
+    return HARNESSES[name].made(settings, probes)
 
 
 __all__ = [
@@ -33,7 +42,9 @@ __all__ = [
     "FileKind",
     "FileReader",
     "Harness",
+    "Probes",
     "RecordRejected",
+    "Settings",
     "TableLog",
     "TableReader",
     "make",

@@ -7,16 +7,23 @@ not, the whole document of a JSON file, `None` once that document is gone, or on
 SQLite database's append-only table as a dict of its columns). Readers return
 normalized events; records they do not understand are ignored, never errors: formats change
 under us.
+
+How a harness is made is the same for every agent (`Defaults` gives what most need): its own
+flags (`options`), the TOML settings file below its home that the runtime reads for it
+(`settings_file`), a pure `settings` that turns those into `Settings` (where its files are, the
+model its agent is set to), and `made(settings, probes)`. `Probes` is what a harness may ask of
+the machine; the runtime hands in the real ones from `sources`, tests hand in plain functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
 
 from ..events import Event
+from ..sources.sqlite_tail import TableLog as TableLog  # how a harness names a followed table
 
 FileKind = Literal["jsonl", "zstd", "doc", "sqlite", "text"]
 """An appended JSONL file, a zstd-compressed JSONL file (read whole), a whole JSON document, a
@@ -37,29 +44,68 @@ class FileReader(Protocol):
     def feed(self, record: object) -> list[Event]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class TableLog:
-    """An append-only table of a SQLite database, followed by (`group`, `seq`): each group's
-    rows are numbered 0, 1, 2, ... in the order they were written.
-
-    `heads` names a table holding the last `seq` of each group (`table`, `group`, `seq` columns),
-    so finding what is new costs one row per group, not one per event. `json` lists the
-    columns holding JSON text: they are parsed before the row reaches the reader.
-    """
-
-    table: str
-    columns: tuple[str, ...]
-    group: str
-    seq: str
-    heads: tuple[str, str, str] | None = None
-    json: tuple[str, ...] = ()
-
-
 @runtime_checkable
 class TableReader(FileReader, Protocol):
     """The reader of a "sqlite" file: fed the new rows of `log`, oldest first."""
 
     log: TableLog
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A flag of one harness's own, `--<flag>` (and its environment variable, like every flag);
+    its value reaches `settings` under `flag`, as text ("" when not given)."""
+
+    flag: str
+    help: str
+    metavar: str = "DIR"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the runtime found for one agent before reading its files."""
+
+    home: Path
+    """Where its files are: the folder its `watch_dirs` and `match` are relative to."""
+    model: str | None = None
+    """The model its agent's own settings name, for the sessions whose files name none."""
+
+
+Document = Mapping[str, object]
+"""A parsed settings file (TOML): empty when the file is absent or cannot be read."""
+
+TerminalLookup = Callable[[int], tuple[str, float] | None]
+"""pid → (the terminal on its standard input, as `pts-3`; its start time), None when it is gone,
+reads no terminal or is another program."""
+
+
+def no_terminal(pid: int) -> None:
+    """The terminal lookup of a history read offline: no process is known."""
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Probes:
+    """What a harness may ask of the running machine: answered by `sources`, never by itself.
+    The default knows nothing (a history read offline)."""
+
+    terminal: TerminalLookup = no_terminal
+
+
+class Defaults:
+    """How most harnesses are made: no flags or settings file of their own, the home as given,
+    nothing asked of the machine."""
+
+    options: ClassVar[tuple[Option, ...]] = ()
+    settings_file: ClassVar[str] = ""
+
+    @staticmethod
+    def settings(home: Path, options: Mapping[str, str], document: Document) -> Settings:
+        return Settings(home)
+
+    @classmethod
+    def made(cls, settings: Settings, probes: Probes) -> Self:
+        return cls()
 
 
 class Harness(Protocol):
@@ -72,6 +118,19 @@ class Harness(Protocol):
     while such a process holds one of its files open (see `holders`). Empty otherwise."""
     watch_dirs: ClassVar[tuple[str, ...]]
     """Folders below the home that hold its files (watched recursively), or single files."""
+    options: ClassVar[tuple[Option, ...]]
+    """Its own flags besides `--harness.<name>` and its home flag."""
+    settings_file: ClassVar[str]
+    """A TOML file below its home that the runtime reads and hands to `settings` ("": none)."""
+
+    @staticmethod
+    def settings(home: Path, options: Mapping[str, str], document: Document) -> Settings:
+        """Pure: where its files are and its configured model, from its home, the values of its
+        `options` and the parsed `settings_file` (empty when absent or unreadable)."""
+        ...
+
+    @classmethod
+    def made(cls, settings: Settings, probes: Probes) -> Harness: ...
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path: ...

@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 
 from msgspec import Raw
 
-from ..decode import whole
 from ..events import (
     Event,
     Kind,
@@ -44,7 +43,8 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .base import FileKind, FileReader
+from ..sources.decode import whole
+from .base import Defaults, FileKind, FileReader
 from .claude_schema import Record
 from .fields import count, home, timestamp
 
@@ -84,7 +84,7 @@ before any conversation record of its own, are such copies. Once the journal has
 an older timestamp is only a clock that went back, and counts as usual."""
 
 
-class ClaudeCode:
+class ClaudeCode(Defaults):
     name: ClassVar[str] = "claude-code"
     home_flag: ClassVar[str] = "claude.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("projects", "sessions")

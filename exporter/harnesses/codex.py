@@ -51,7 +51,7 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .base import FileKind, FileReader
+from .base import Defaults, FileKind, FileReader
 from .fields import count, home, nonempty, timestamp
 
 Role = Literal["root", "subagent", "review", "internal"]
@@ -85,7 +85,7 @@ _INTERNAL_SOURCES = frozenset({"memory_consolidation"})
 TITLE_MAX = 200
 
 
-class Codex:
+class Codex(Defaults):
     name: ClassVar[str] = "codex"
     home_flag: ClassVar[str] = "codex.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("sessions", "archived_sessions", _INDEX)

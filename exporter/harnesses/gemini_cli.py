@@ -59,7 +59,7 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .base import FileKind, FileReader
+from .base import Defaults, FileKind, FileReader
 from .fields import count, nonempty, timestamp
 
 _SESSION = re.compile(r"^session-\d{4}-\d\d-\d\dT\d\d-\d\d-[0-9A-Za-z_-]+\.jsonl$")
@@ -89,7 +89,7 @@ class Shared:
     root_of: dict[str, str] = field(default_factory=dict)
 
 
-class GeminiCli:
+class GeminiCli(Defaults):
     name: ClassVar[str] = "gemini-cli"
     home_flag: ClassVar[str] = "gemini.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("tmp", "projects.json")

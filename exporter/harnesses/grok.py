@@ -49,7 +49,7 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .base import FileKind, FileReader
+from .base import Defaults, FileKind, FileReader
 from .claude_code import TITLE_MAX
 from .fields import count, home, nonempty, timestamp
 
@@ -146,7 +146,7 @@ class Shared:
         return self.responses(session_id)
 
 
-class Grok:
+class Grok(Defaults):
     name: ClassVar[str] = "grok"
     home_flag: ClassVar[str] = "grok.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("sessions", INDEX)

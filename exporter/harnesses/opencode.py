@@ -58,7 +58,7 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .base import FileKind, FileReader, TableLog
+from .base import Defaults, FileKind, FileReader, TableLog
 from .fields import count, nonempty
 
 DATABASE = "opencode.db"
@@ -78,7 +78,7 @@ _ABORTED = re.compile(r"abort|interrupt|cancel", re.IGNORECASE)
 _USER_ABORTED = "User aborted the command"
 
 
-class OpenCode:
+class OpenCode(Defaults):
     name: ClassVar[str] = "opencode"
     home_flag: ClassVar[str] = "opencode.home"
     watch_dirs: ClassVar[tuple[str, ...]] = (DATABASE, f"{DATABASE}-wal")

@@ -63,10 +63,18 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from ..terminals import omp_terminal
-from .base import FileKind, FileReader, TableLog
+from .base import (
+    Defaults,
+    FileKind,
+    FileReader,
+    Probes,
+    Settings,
+    TableLog,
+    TerminalLookup,
+    no_terminal,
+)
 from .fields import count, home, nonempty, timestamp
-from .pi_live import BREADCRUMBS, PRESENCE, BreadcrumbReader, Live, Lookup, PresenceReader
+from .pi_live import BREADCRUMBS, PRESENCE, BreadcrumbReader, Live, PresenceReader
 
 _TRANSCRIPT = re.compile(r"^[^/]+_([0-9A-Za-z-]+)\.jsonl$")
 _FOLDER = re.compile(r"^[^/]+_([0-9A-Za-z-]+)$")
@@ -103,7 +111,7 @@ class Shared:
     live: Live | None = None  # oh-my-pi: its running processes and what their sessions do
 
 
-class _PiFamily:
+class _PiFamily(Defaults):
     """The reader both agents share; subclasses say where the transcripts lie."""
 
     name: ClassVar[str]
@@ -188,9 +196,14 @@ class OhMyPi(_PiFamily):
     subagents: ClassVar[bool] = True
     profiles: ClassVar[bool] = True
 
-    def __init__(self, terminal: Lookup = omp_terminal) -> None:
-        """`terminal`: a running process's terminal and start time (the I/O of liveness)."""
+    def __init__(self, terminal: TerminalLookup = no_terminal) -> None:
+        """`terminal`: a running process's terminal and start time (the I/O of liveness,
+        done by `sources`; by default none is known: a history read offline)."""
         self.shared = Shared(self.history, live=Live(terminal))
+
+    @classmethod
+    def made(cls, settings: Settings, probes: Probes) -> OhMyPi:
+        return cls(probes.terminal)
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:

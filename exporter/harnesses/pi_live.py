@@ -15,8 +15,9 @@ files; a process shows the session named by its terminal's breadcrumb in its own
 of its presence file: a profile's process and the home's may have used the same terminal, and
 both roots keep their breadcrumb of it). Its terminal (the one on its
 standard input, which oh-my-pi names the breadcrumb after) and its start time (which tells a pid
-reused by another program later) are looked up once, when its presence file is read: `Lookup`
-is passed in and is the only I/O here. A process without a terminal
+reused by another program later) are looked up once, when its presence file is read, through
+the `TerminalLookup` the harness was made with (`Probes.terminal`; the real one is
+`sources.terminals.omp_terminal`): this module does no I/O. A process without a terminal
 (`omp -p` fed by a pipe) or whose terminal has no breadcrumb shows no session.
 
 The status is the session's own: `busy` while a turn is open in its transcript, or, before the
@@ -30,15 +31,11 @@ whose pid is gone (killed, or exited without removing its file) is stale there.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from ..events import Event, LiveIndexRead, LiveIndexRemoved
-
-Lookup = Callable[[int], tuple[str, float] | None]
-"""pid → (its terminal as breadcrumbs name it, its start time), None when it is no oh-my-pi
-process with a terminal."""
+from .base import TerminalLookup
 
 PRESENCE = re.compile(r"(?:^|/)run/daemons/[0-9a-f]{16}/clients/(\d+)-[0-9A-Za-z-]+\.json$")
 BREADCRUMBS = ("agent", "terminal-sessions")
@@ -58,7 +55,9 @@ class Process:
 class Live:
     """What the files of one home say about running processes and the state of their sessions."""
 
-    lookup: Lookup
+    lookup: TerminalLookup
+    """pid → (its terminal as breadcrumbs name it, its start time), None when it is no oh-my-pi
+    process with a terminal."""
     processes: dict[str, Process] = field(default_factory=dict)  # presence file → process
     crumbs: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
     """(root, terminal) → (session, cwd) of its breadcrumb"""
@@ -168,4 +167,4 @@ def parse_breadcrumb(text: str) -> tuple[str, str | None] | None:
     return found.group(1), lines[0] or None
 
 
-__all__ = ["BreadcrumbReader", "Live", "Lookup", "PresenceReader", "parse_breadcrumb"]
+__all__ = ["BreadcrumbReader", "Live", "PresenceReader", "parse_breadcrumb"]

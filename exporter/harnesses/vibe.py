@@ -1,8 +1,11 @@
 """Mistral Vibe: its session folder, `~/.vibe/logs/session` (or `$VIBE_HOME`, or wherever
-`session_logging.save_dir` in its `config.toml` puts it; `settings.vibe_sessions` finds it).
+`session_logging.save_dir` in its `config.toml` puts it, or `--vibe.session-dir`).
 
-The home this harness is given is that session folder. Files read; everything else is left
-alone (`plugins/`, `*.lock`, the session indexes, `scheduled-loops.json`, checkpoints):
+Its settings (`Vibe.settings`, from the `config.toml` the runtime reads) say where that folder is
+and the model it is set to (`active_model`): a session may not name its model (2.26's TUI), and
+then that is the one it used. The home its readers see is that session folder. Files read;
+everything else is left alone (`plugins/`, `*.lock`, the session indexes,
+`scheduled-loops.json`, checkpoints):
 
 - `unified/<id>/…` and a sub-agent's `unified/child-<hex>/…`: the unified engine's stores
   (`vibe_unified`): journal segments, snapshot chunks, runtime states, and the lead's
@@ -22,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from ..events import Event, LiveIndexRead, LiveIndexRemoved, SessionSeen, TitleSet, TitleSource
-from .base import FileKind, FileReader
+from .base import Defaults, Document, FileKind, FileReader, Option, Probes, Settings
 from .fields import home, nonempty, timestamp
 from .vibe_legacy import Legacy, MessagesReader, MetaReader
 from .vibe_store import CHILD_PREFIX, Store
@@ -35,11 +38,37 @@ _NOT_LEGACY = frozenset({UNIFIED, ACTIVE, "plugins"})
 _LEGACY_FILES: dict[str, FileKind] = {"messages.jsonl": "jsonl", "meta.json": "doc"}
 
 
-class Vibe:
+class Vibe(Defaults):
     name: ClassVar[str] = "vibe"
     home_flag: ClassVar[str] = "vibe.home"
     watch_dirs: ClassVar[tuple[str, ...]] = (".",)
     holder_names: ClassVar[tuple[str, ...]] = ()  # the lock files say who runs
+    options: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "vibe.session-dir",
+            "Vibe's session folder (default: `session_logging.save_dir` of Vibe's "
+            "config.toml, else logs/session under --vibe.home).",
+        ),
+    )
+    settings_file: ClassVar[str] = "config.toml"
+
+    @staticmethod
+    def settings(home: Path, options: Mapping[str, str], document: Document) -> Settings:
+        """The session folder (`--vibe.session-dir` wins, then `save_dir`) and `active_model`."""
+        logging_table = document.get("session_logging")
+        save_dir = logging_table.get("save_dir") if isinstance(logging_table, dict) else None
+        if options.get("vibe.session-dir"):
+            sessions = Path(options["vibe.session-dir"]).expanduser()
+        elif isinstance(save_dir, str) and save_dir:
+            sessions = Path(save_dir).expanduser()
+        else:
+            sessions = home / "logs" / "session"
+        model = document.get("active_model")
+        return Settings(sessions, model if isinstance(model, str) and model else None)
+
+    @classmethod
+    def made(cls, settings: Settings, probes: Probes) -> Vibe:
+        return cls(settings.model)
 
     def __init__(self, model: str | None = None) -> None:
         self.model = model  # `active_model` of Vibe's config: the stores may not name it

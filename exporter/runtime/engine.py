@@ -18,39 +18,27 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..events import Event
+from ..harnesses import FileKind, FileReader, Harness, TableReader
+from ..sources.decode import loads
+from ..sources.holders import HeldSessions
+from ..sources.sqlite_tail import SqliteTail
+from ..sources.tail import JsonDoc, JsonlTail, TailResult, ZstdJsonl
+from ..state.health import Stats
+from ..state.state import State
 from . import pool
 from .cache import Cache, Snapshot
-from .decode import loads
-from .events import Event
-from .harnesses import FileKind, FileReader, Harness, TableReader
-from .holders import HeldSessions
 from .pool import Ahead, Fed, Job, feed, feed_lines
-from .sqlite_tail import SqliteTail
-from .state import State
-from .tail import JsonDoc, JsonlTail, TailResult, ZstdJsonl
 
 log = logging.getLogger(__name__)
 _COMPANIONS = ("-wal", "-journal")
 """Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
-
-
-@dataclass(slots=True)
-class Stats:
-    """Exporter health per agent, shown as `coding_agent_exporter_*` metrics."""
-
-    bytes_read: Counter[str] = field(default_factory=Counter)
-    records: Counter[str] = field(default_factory=Counter)
-    parse_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
-    files: Counter[str] = field(default_factory=Counter)
-    up: dict[str, bool] = field(default_factory=dict)
-    rescanning: bool = False  # file events cannot be had: the loop rescans instead
 
 
 @dataclass(slots=True)

@@ -30,10 +30,10 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .decode import Decode, lean, loads
-from .events import Event, ModelResponded, ToolCallEnded, ToolCallStarted, TurnStarted
-from .harnesses import FileReader, Harness, RecordRejected
-from .tail import JsonlTail, Line, TailResult, ZstdJsonl
+from ..events import Event, ModelResponded, ToolCallEnded, ToolCallStarted, TurnStarted
+from ..harnesses import FileReader, Harness, RecordRejected
+from ..sources.decode import Decode, lean, loads
+from ..sources.tail import JsonlTail, Line, TailResult, ZstdJsonl
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext

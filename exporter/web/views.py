@@ -6,10 +6,10 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
-from .events import LiveIndexRead, ReviewEnded, Usage
-from .labels import STATES, ProjectLabel
-from .session import Session, Subagent
-from .state import State
+from ..events import LiveIndexRead, ReviewEnded, Usage
+from ..state.labels import STATES, ProjectLabel
+from ..state.session import Session, Subagent
+from ..state.state import State
 
 _ORDER = {
     state: i

@@ -17,8 +17,7 @@ import threading
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 
-from . import ids
-from .events import (
+from ..events import (
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
@@ -37,8 +36,9 @@ from .events import (
     TurnStarted,
     Usage,
 )
+from . import ids
 from .labels import live_state
-from .live import Probe, alive, holders
+from .liveness import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
 from .session import ZERO, OpenTool, Session, Subagent

@@ -1,7 +1,7 @@
 """Follow an append-only table of a SQLite database that another program writes, read-only.
 
 ``SqliteTail`` follows an append-only table of a SQLite database that another program writes
-(``harnesses.TableLog``: rows numbered per group, e.g. OpenCode's ``event`` table by
+(``TableLog``: rows numbered per group, e.g. OpenCode's ``event`` table by
 ``(aggregate_id, seq)``). The contract:
 
 * The database is opened read-only (``file:...?mode=ro``, ``PRAGMA query_only``) for each read and
@@ -34,10 +34,28 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .harnesses.base import TableLog
 from .tail import stat_key
 
-__all__ = ["RowsResult", "SqliteTail"]
+
+@dataclass(frozen=True, slots=True)
+class TableLog:
+    """An append-only table of a SQLite database, followed by (`group`, `seq`): each group's
+    rows are numbered 0, 1, 2, ... in the order they were written.
+
+    `heads` names a table holding the last `seq` of each group (`table`, `group`, `seq` columns),
+    so finding what is new costs one row per group, not one per event. `json` lists the
+    columns holding JSON text: they are parsed before the row reaches the reader.
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    group: str
+    seq: str
+    heads: tuple[str, str, str] | None = None
+    json: tuple[str, ...] = ()
+
+
+__all__ = ["RowsResult", "SqliteTail", "TableLog"]
 
 
 @dataclass(frozen=True, slots=True)

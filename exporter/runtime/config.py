@@ -2,7 +2,7 @@
 
 Every flag has an environment variable: `CODING_AGENT_EXPORTER_` + the flag in upper snake case
 (`--web.listen-address` → `CODING_AGENT_EXPORTER_WEB_LISTEN_ADDRESS`). A flag beats its variable,
-a variable beats the default. Vibe's `config.toml` is the one file read here (where its
+a variable beats the default. An agent's own settings file is the one file read here (where its
 sessions are, which model it uses: `settings`).
 """
 
@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .checkpoint import default_dir
-from .harnesses import HARNESSES
-from .labels import ProjectLabel
-from .settings import vibe_settings
+from .. import __version__
+from ..harnesses import HARNESSES
+from ..harnesses.base import Settings
+from ..state.labels import ProjectLabel
+from ..traces.checkpoint import default_dir
+from .settings import settings_of
 
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
@@ -34,7 +35,7 @@ class Config:
     host: str
     port: int
     telemetry_path: str
-    homes: dict[str, Path]  # enabled harness name → its home folder
+    settings: dict[str, Settings]  # enabled harness name → where its files are, its model
     project: ProjectLabel
     log_level: str
     log_format: str
@@ -48,7 +49,16 @@ class Config:
     capture: bool = False
     web_config: Path | None = None
     output: Path | None = None
-    models: dict[str, str] = field(default_factory=dict)  # harness → model its settings name
+
+    @property
+    def homes(self) -> dict[str, Path]:
+        """Enabled harness name → the folder its files are read from."""
+        return {name: settings.home for name, settings in self.settings.items()}
+
+    @property
+    def models(self) -> dict[str, str]:
+        """Harness name → the model its agent's settings name, where they name one."""
+        return {name: s.model for name, s in self.settings.items() if s.model}
 
 
 def endpoint_configured(environ: Mapping[str, str]) -> bool:
@@ -125,14 +135,8 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         )
         home = harness.default_home(environ)
         add(f"--{harness.home_flag}", str(home), f"{name} home folder.", metavar="DIR")
-        if name == "vibe":
-            add(
-                "--vibe.session-dir",
-                "",
-                "Vibe's session folder (default: `session_logging.save_dir` of Vibe's "
-                "config.toml, else logs/session under --vibe.home).",
-                metavar="DIR",
-            )
+        for option in harness.options:
+            add(f"--{option.flag}", "", option.help, metavar=option.metavar)
     add(
         "--label.project",
         "path",
@@ -256,20 +260,19 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         raise SystemExit(0)
     values = vars(args)
     host, port = values["web.listen_address"]
-    homes = {
-        name: Path(values[h.home_flag.replace("-", "_")]).expanduser()
-        for name, h in HARNESSES.items()
+    settings = {
+        name: settings_of(
+            harness,
+            Path(values[harness.home_flag.replace("-", "_")]).expanduser(),
+            {o.flag: values[o.flag.replace("-", "_")] for o in harness.options},
+        )
+        for name, harness in HARNESSES.items()
         if values[f"harness.{name}".replace("-", "_")]
     }
-    models: dict[str, str] = {}
-    if "vibe" in homes:
-        vibe = vibe_settings(homes["vibe"], values["vibe.session_dir"])
-        homes["vibe"] = vibe.sessions
-        if vibe.model:
-            models["vibe"] = vibe.model
-    if not homes:
+    if not settings:
         top.error("every harness is disabled (--no-harness.*): there is nothing to read")
-    for name, home in homes.items():
+    for name, found in settings.items():
+        home = found.home
         if home.exists() and not os.access(home, os.R_OK | os.X_OK):
             top.error(
                 f"{name} home {home} exists but cannot be read: check its permissions, "
@@ -280,7 +283,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         host=host,
         port=port,
         telemetry_path=values["web.telemetry_path"],
-        homes=homes,
+        settings=settings,
         project=ProjectLabel(values["label.project"], environ.get("HOME", "")),
         log_level=values["log.level"],
         log_format=values["log.format"],
@@ -294,5 +297,4 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         capture=values["traces.capture_content"],
         web_config=Path(values["web.config.file"]) if values["web.config.file"] else None,
         output=values.get("output"),
-        models=models,
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from .events import Event, LiveIndexRead, LiveIndexRemoved
+from ..events import Event, LiveIndexRead, LiveIndexRemoved
 
 Holder = tuple[int, float]  # pid, process start time (Unix seconds)
 

@@ -19,20 +19,25 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from . import webconfig
+from ..harnesses import Probes, make
+from ..prometheus.collectors import ExporterCollector, StateCollector
+from ..sources.processes import CachedProbe, process_start
+from ..sources.terminals import omp_terminal
+from ..state.health import Stats
+from ..state.liveness import Probe
+from ..state.state import State
+from ..web import webconfig
+from ..web.views import iso, landing_page, session_rows, table
 from .cache import Cache
 from .config import Config, endpoint_configured, parse
-from .engine import Engine, Source, Stats
-from .harnesses import make
-from .live import CachedProbe, Probe, process_start
-from .metrics import ExporterCollector, StateCollector
-from .state import State
-from .views import iso, landing_page, session_rows, table
+from .engine import Engine, Source
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when traces are on
     from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger("exporter")
+PROBES = Probes(terminal=omp_terminal)
+"""What harnesses may ask of this machine, answered by `sources`."""
 RESCAN_EVERY = 30.0
 """Seconds between rescans of the agent folders when file events cannot be had."""
 REFRESH_EVERY = 10.0
@@ -80,7 +85,7 @@ class App:
             self.state.traced_since = spans.writer.since  # exemplars link to those traces
         self.stats = Stats()
         sources = [
-            Source(make(name, config.models.get(name)), home) for name, home in config.homes.items()
+            Source(make(name, found, PROBES), found.home) for name, found in config.settings.items()
         ]
         store = None  # no catch-up cache under traces: spans need the turns seen as they are read
         if cache and spans is None and config.state_dir is not None:
@@ -133,9 +138,9 @@ class Spans:
         exporter: SpanExporter | None = None,
         backfill: float | None = None,
     ) -> None:
-        from .checkpoint import Checkpoint
-        from .otel import CountingExporter, otlp_exporter, tracer, tracer_provider
-        from .traces import SpanWriter
+        from ..traces.checkpoint import Checkpoint
+        from ..traces.sdk import CountingExporter, otlp_exporter, tracer, tracer_provider
+        from ..traces.spans import SpanWriter
 
         self.checkpoint = Checkpoint(config.state_dir if exporter is None else None)
         self.exporter = CountingExporter(exporter or otlp_exporter(environ), self.checkpoint)
@@ -176,9 +181,11 @@ def settle_heap() -> None:
 
 
 def serve(config: Config) -> int:
-    from .procwatch import ProcessWatch  # here: `metrics` and `sessions` start without them
-    from .watch import Watcher
-    from .web import Server
+    from ..sources.procwatch import (
+        ProcessWatch,  # here: `metrics` and `sessions` start without them
+    )
+    from ..sources.watch import Watcher
+    from ..web.server import Server
 
     try:
         web_config = webconfig.load(config.web_config) if config.web_config else None
@@ -292,7 +299,7 @@ def _traces(config: Config) -> int:
             "no OTLP endpoint: set OTEL_EXPORTER_OTLP_ENDPOINT, or write a file with --output"
         )
         return 2
-    from .otel import JsonLinesExporter
+    from ..traces.sdk import JsonLinesExporter
 
     exporter = JsonLinesExporter(config.output) if config.output is not None else None
     spans = Spans(config, os.environ, time.time(), exporter=exporter, backfill=config.since)

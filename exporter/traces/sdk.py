@@ -27,9 +27,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
-from . import __version__
+from .. import __version__
 from .semconv import SCHEMA_URL
-from .traces import NEXT_IDS
+from .spans import NEXT_IDS
 
 SERVICE_NAME = "coding-agent-exporter"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
+from ..events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
 from .session import Session, Subagent
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .events import Kind, TitleSource, TurnOutcome, Usage
+from ..events import Kind, TitleSource, TurnOutcome, Usage
 
 TITLE_RANK: dict[TitleSource, int] = {"prompt": 0, "process": 1, "harness": 2, "user": 3}
 ZERO = Usage()

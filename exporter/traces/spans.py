@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 
-from . import ids
+from ..events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
+from ..state import ids
+from ..state.labels import ProjectLabel
+from ..state.session import Session, Subagent
 from . import semconv as sc
 from .checkpoint import Checkpoint
-from .events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
-from .labels import ProjectLabel
 from .redact import redact
-from .session import Session, Subagent
 
 NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids", default=None)
 """(trace id, span id) the SDK's id generator should hand out for the span being started."""

@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from .exposition import FamilyRenders
+from ..prometheus.exposition import FamilyRenders
 from .webconfig import WebConfig
 
 MAX_FORMATS = 8

@@ -42,8 +42,8 @@ from typing import Any
 
 import zstandard
 
-from .events import Usage
-from .session import ZERO, Session
+from ..events import Usage
+from ..state.session import ZERO, Session
 
 log = logging.getLogger(__name__)
 FORMAT = 2

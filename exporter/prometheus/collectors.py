@@ -30,11 +30,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.samples import Exemplar
 
-from . import __version__
-from .engine import Stats
-from .labels import STATES, ProjectLabel
-from .live import Probe, process_start
-from .state import Histogram, State, Totals
+from .. import __version__
+from ..state.health import Stats
+from ..state.labels import STATES, ProjectLabel
+from ..state.liveness import Probe
+from ..state.state import Histogram, State, Totals
 
 
 class StateCollector:
@@ -45,7 +45,7 @@ class StateCollector:
         project: ProjectLabel,
         *,
         clock: Callable[[], float] = time.time,
-        probe: Probe = process_start,
+        probe: Probe,
     ) -> None:
         self.state, self.agents, self.project = state, list(agents), project
         self.clock, self.probe = clock, probe

@@ -1,0 +1,89 @@
+"""The package's layout is its data flow: each stage imports only the stages before it, and a
+harness does no I/O (ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+PACKAGE = ROOT / "exporter"
+ALLOWED = {
+    "events": set(),
+    "sources": {"events"},
+    "harnesses": {"events", "sources"},
+    "state": {"events"},
+    "prometheus": {"events", "state"},
+    "traces": {"events", "state"},
+    "web": {"events", "state", "prometheus"},
+}
+"""Stage → the stages it may import (besides itself and the package's `__version__`); `runtime`
+may import every one."""
+IO_MODULES = {"os", "io", "psutil", "sqlite3", "subprocess", "socket", "shutil", "tempfile"}
+IO_CALLS = {"open", "read_text", "read_bytes", "write_text", "stat", "exists", "iterdir", "glob"}
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def stage_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 else rel.stem
+
+
+def imported_stages(path: Path, root: Path = ROOT) -> set[str]:
+    """The stages of the package that `path` (in a checkout at `root`) imports."""
+    tree = ast.parse(path.read_text())
+    here = list(path.relative_to(root).with_suffix("").parts)[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - node.level + 1]
+                target = [*base, *(node.module.split(".") if node.module else [])]
+            else:
+                target = (node.module or "").split(".")
+            if target[0] != "exporter":
+                continue
+            if len(target) > 1:
+                found.add(target[1])
+            else:  # `from exporter import x` / `from .. import x`
+                found |= {alias.name for alias in node.names if alias.name != "__version__"}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("exporter.")}
+    return found
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_stage_imports_only_the_stages_before_it(path: Path) -> None:
+    stage = stage_of(path)
+    if stage in ("runtime", "__init__", "__main__"):
+        return
+    others = imported_stages(path) - {stage}
+    assert others <= ALLOWED[stage], f"{stage} may not import {sorted(others - ALLOWED[stage])}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "harnesses").glob("*.py")), ids=lambda p: p.name)
+def test_a_harness_does_no_io(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names.append(node.module or "" if isinstance(node, ast.ImportFrom) else "")
+            assert not {n.split(".")[0] for n in names} & IO_MODULES, ast.unparse(node)
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            assert name not in IO_CALLS, f"line {node.lineno}: {ast.unparse(node)}"
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The walk above finds what it must: a state module that imports the runtime."""
+    module = tmp_path / "exporter" / "state" / "bad.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("from ..runtime.engine import Engine\nfrom exporter.web import views\n")
+    assert imported_stages(module, tmp_path) == {"runtime", "web"}
