@@ -181,9 +181,8 @@ def settle_heap() -> None:
 
 
 def serve(config: Config) -> int:
-    from ..sources.procwatch import (
-        ProcessWatch,  # here: `metrics` and `sessions` start without them
-    )
+    # imported here: `metrics` and `sessions` start without them
+    from ..sources.procwatch import ProcessWatch
     from ..sources.watch import Watcher
     from ..web.server import Server
 
