@@ -34,7 +34,8 @@ from .. import __version__
 from ..state.health import Stats
 from ..state.labels import STATES, ProjectLabel
 from ..state.liveness import Probe
-from ..state.state import Histogram, State, Totals
+from ..state.state import State
+from ..state.totals import Histogram, Totals
 
 
 class StateCollector:

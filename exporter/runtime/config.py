@@ -120,7 +120,7 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "--web.config.file",
         "",
         "TLS and basic auth, in the format of Prometheus' "
-        "exporter-toolkit web config (see the README).",
+        "exporter-toolkit web config (see docs/configuration.md).",
         metavar="FILE",
     )
     for name, harness in HARNESSES.items():

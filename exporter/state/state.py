@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import OrderedDict, deque
 
 from ..events import (
     Event,
@@ -42,6 +41,7 @@ from .liveness import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
 from .session import ZERO, OpenTool, Session, Subagent
+from .totals import Histogram, Totals
 
 TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 TOOL_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -65,45 +65,6 @@ BUSY_SLACK = 1024
 """Sessions noted as maybe busy, beyond twice those found with open work, before the ones
 without any are let go (a catch-up touches every session of history; a refresh, which also lets
 them go, only comes after it)."""
-
-
-Exemplar = tuple[int, int, float, float]  # trace id, span id, value, when
-
-
-@dataclass(slots=True)
-class Histogram:
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    count: int = 0
-    exemplars: dict[int, Exemplar] = field(default_factory=dict)  # bucket (len = +Inf) → latest
-
-    def observe(self, value: float, exemplar: tuple[int, int, float] | None = None) -> None:
-        if not self.counts:
-            self.counts = [0] * len(self.buckets)
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[i] += 1
-        self.total += value
-        self.count += 1
-        if exemplar is not None:
-            first = next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))
-            self.exemplars[first] = (exemplar[0], exemplar[1], value, exemplar[2])
-
-
-@dataclass(slots=True)
-class Totals:
-    """History counters; keys are tuples of raw label values (cwd, not the rendered project)."""
-
-    tokens: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    messages: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    turns: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    tool_calls: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    subagents: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    sessions: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    reviews: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    turn_durations: dict[str, Histogram] = field(default_factory=dict)
-    tool_durations: dict[tuple[str, ...], Histogram] = field(default_factory=dict)
 
 
 def tool_label(tool: str) -> str:
