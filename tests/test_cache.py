@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from exporter.runtime.cache import MAGIC, Cache
+import exporter
+from exporter.runtime import cache as cache_module
+from exporter.runtime.cache import MAGIC, PACKAGE, Cache
 from exporter.runtime.cli import App
 from exporter.runtime.config import parse
 from exporter.sources import tail
@@ -154,6 +156,29 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
     assert Cache(tmp_path, [("claude-code", tmp_path)]).load() is None
     monkeypatch.setattr("exporter.runtime.cache.code_digest", lambda: "0" * 64)
     assert Cache(tmp_path, [("claude-code", agent_home(home))]).load() is None
+
+
+def test_the_code_digest_covers_every_module_of_the_package(tmp_path: Path) -> None:
+    """A change to any module (a harness, the state), not only the runtime's, makes the cache
+    of an older version unusable."""
+    assert Path(exporter.__file__).parent == PACKAGE
+    copy = tmp_path / "exporter"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _digest_of(copy)
+    harness = copy / "harnesses" / "claude_code.py"
+    harness.write_text(harness.read_text() + "\n# changed\n")
+    assert _digest_of(copy) != before
+
+
+def _digest_of(package: Path) -> str:
+    saved = cache_module.PACKAGE
+    cache_module.PACKAGE = package
+    cache_module.code_digest.cache_clear()
+    try:
+        return cache_module.code_digest()
+    finally:
+        cache_module.PACKAGE = saved
+        cache_module.code_digest.cache_clear()
 
 
 def test_the_cache_is_never_written_in_an_agent_folder(

@@ -62,11 +62,16 @@ class Snapshot:
     stats: dict[str, Any]
 
 
+PACKAGE = Path(__file__).resolve().parents[1]
+"""The whole `exporter` package (this module is in `exporter/runtime/`)."""
+
+
 @cache
 def code_digest() -> str:
-    """A digest of the exporter's own source and the Python running it."""
+    """A digest of the exporter's own source (every module of the package) and the Python
+    running it."""
     digest = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
-    package = Path(__file__).resolve().parent
+    package = PACKAGE
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
