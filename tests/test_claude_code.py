@@ -19,7 +19,8 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.claude_code import ClaudeCode, JournalReader, LiveIndexReader, MetaReader
+from exporter.harnesses.claude_code import ClaudeCode, LiveIndexReader, MetaReader
+from exporter.harnesses.claude_journal import JournalReader
 
 SID = "0cb4ee5f-eeae-463f-9990-9f1af99a8fd0"
 T0 = "2026-11-30T09:15:04.490Z"

@@ -26,7 +26,8 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.codex import Codex, IndexReader, RolloutReader
+from exporter.harnesses.codex import Codex, IndexReader
+from exporter.harnesses.codex_rollout import RolloutReader
 from exporter.runtime.engine import Engine, Source
 from exporter.state.health import Stats
 from exporter.state.state import State

@@ -22,7 +22,8 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.gemini_cli import ChatReader, GeminiCli, LogsReader, Shared
+from exporter.harnesses.gemini_chat import ChatReader, Shared
+from exporter.harnesses.gemini_cli import GeminiCli, LogsReader
 from exporter.runtime.engine import Engine, Source
 from exporter.state.state import State
 

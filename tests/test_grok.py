@@ -24,16 +24,14 @@ from exporter.events import (
     Usage,
 )
 from exporter.harnesses.fields import timestamp
-from exporter.harnesses.grok import (
+from exporter.harnesses.grok import Grok, IndexReader, decode_cwd
+from exporter.harnesses.grok_session import (
     ChatHistoryReader,
     EventsReader,
-    Grok,
-    IndexReader,
     MetaReader,
     Shared,
     SummaryReader,
     UpdatesReader,
-    decode_cwd,
 )
 from exporter.runtime.engine import Engine, Source
 from exporter.state.state import State

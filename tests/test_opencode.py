@@ -28,7 +28,9 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.opencode import DatabaseReader, OpenCode, tool_outcome, usage_of
+from exporter.harnesses.opencode import OpenCode
+from exporter.harnesses.opencode_database import DatabaseReader
+from exporter.harnesses.opencode_fields import tool_outcome, usage_of
 from exporter.runtime.engine import Engine, Source
 from exporter.sources.processes import process_start
 from exporter.state.health import Stats

@@ -32,7 +32,8 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi, Shared, TranscriptReader
+from exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi
+from exporter.harnesses.pi_transcript import Shared, TranscriptReader
 from exporter.runtime.engine import Engine, Source
 from exporter.sources.processes import process_start
 from exporter.sources.terminals import omp_terminal

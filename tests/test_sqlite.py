@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.harnesses.opencode import EVENTS, OpenCode
+from exporter.harnesses.opencode import OpenCode
+from exporter.harnesses.opencode_database import EVENTS
 from exporter.runtime.engine import Engine, Source
 from exporter.sources.sqlite_tail import SqliteTail
 from exporter.state.health import Stats

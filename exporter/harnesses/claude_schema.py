@@ -1,4 +1,4 @@
-"""The fields of a Claude Code journal record that `claude_code.JournalReader` looks at.
+"""The fields of a Claude Code journal record that `claude_journal.JournalReader` looks at.
 
 Decoding a record against this schema (`decode.lean`; msgspec decodes a `TypedDict` straight
 into a dict) builds those fields only, as the dicts and lists whole decoding makes: tool outputs,

@@ -31,6 +31,15 @@ def nonempty(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+TITLE_MAX = 200
+"""The longest session title a harness reports."""
+
+
+def title_of(text: str) -> str:
+    """A title made of `text`: on one line (white space folded), at most `TITLE_MAX` long."""
+    return " ".join(text.split())[:TITLE_MAX]
+
+
 def home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
     """`$variable` if set, else the `default` folder under the user's home."""
     configured = environ.get(variable)

@@ -29,7 +29,8 @@ from .base import Defaults, Document, FileKind, FileReader, Option, Probes, Sett
 from .fields import home, nonempty, timestamp
 from .vibe_legacy import Legacy, MessagesReader, MetaReader
 from .vibe_store import CHILD_PREFIX, Store
-from .vibe_unified import ChunkReader, JournalReader, RuntimeReader, history
+from .vibe_unified import ChunkReader, JournalReader, RuntimeReader
+from .vibe_unified_records import history
 
 UNIFIED = "unified"
 ACTIVE = "active"
