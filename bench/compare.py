@@ -2,19 +2,29 @@
 
     python bench/generate.py --out /tmp/cae-history        # once: the history to read
     python bench/compare.py --history /tmp/cae-history --repeat 3
+    python bench/generate.py --shape many-small --out /tmp/cae-many   # a heavy user's: 27,000
+    python bench/compare.py --history /tmp/cae-many --repeat 3        # journals, ~400,000 records
 
 Each round runs, one after another on the same files (page cache warm): the exporter's
 `metrics` over Claude Code's history with an empty cache (cold: with as many catch-up workers as
 the load leaves idle cores), cold again in one process and with one worker whatever the load
 (`CODING_AGENT_EXPORTER_CATCHUP_WORKERS=0`, `=1`: the three expositions must be identical, less
 the process's own metrics) and again with the cache the cold run wrote (warm),
-`serve` started on that cache until `/-/ready` answers, ccusage (`npx ccusage@20.0.24 session
---json --offline`, `CLAUDE_CONFIG_DIR` = the same history), and the decode floor (one thread
-reading every line of every file and decoding it with msgspec). The package is byte-compiled
-first, as an installed one is. The median of the rounds is
-printed with each command, with the CPU seconds it used (workers included) and the load average
-before it (the machine may be shared); then the token totals of the exporter and ccusage, side
-by side.
+`serve` started on that cache until `/-/ready` answers, ccusage through its installed launcher
+as its users run it (`<prefix>/node_modules/.bin/ccusage session --json --offline`,
+`CLAUDE_CONFIG_DIR` = the same history; installed once with `npm install --prefix
+~/.cache/coding-agent-exporter/ccusage-20.0.24 ccusage@20.0.24`: `npx` would add ~0.7 s to every
+run), and the decode floor (one thread reading every line of every file and decoding it with
+msgspec). `--skip-one-process` and `--skip-forced-worker` leave those two cold rows out. The
+package is byte-compiled first, as an installed one is, and the start floor measured (the median
+of `--floor-runs` runs of `python -c pass` and of `python -c "import exporter.runtime.cli"`).
+
+The median of the rounds is printed with each command, with the CPU seconds it used (workers
+included) and the load average before it (the machine may be shared); then each row's cost per
+record and per file (records: lines of every `.jsonl` under the Claude home; files: those
+`.jsonl` files; "net": less the import floor for the exporter, less the bare interpreter for the
+decode floor), the ratios (ours cold / ccusage, ours cold / decode floor, ccusage / ours
+warm, ccusage / serve ready) and the token totals of the exporter and ccusage, side by side.
 """
 
 from __future__ import annotations
@@ -35,11 +45,59 @@ import urllib.request
 from pathlib import Path
 
 CCUSAGE = "ccusage@20.0.24"
+CCUSAGE_PREFIX = Path.home() / ".cache" / "coding-agent-exporter" / "ccusage-20.0.24"
 EXPORTER = [sys.executable, "-m", "exporter"]
 LAST_CPU, LOAD = [0.0], [0.0]
 WORKERS = "CODING_AGENT_EXPORTER_CATCHUP_WORKERS"
 _OWN = re.compile(r"^(process_|python_gc_)", re.M)
 _TOKENS = re.compile(r'^coding_agent_tokens_total\{agent="([^"]+)",.*type="(\w+)"\} (\S+)$', re.M)
+
+
+def ccusage_launcher() -> Path:
+    """ccusage's installed launcher (`npm install --prefix CCUSAGE_PREFIX`, once)."""
+    launcher = CCUSAGE_PREFIX / "node_modules" / ".bin" / "ccusage"
+    package = CCUSAGE_PREFIX / "node_modules" / "ccusage" / "package.json"
+    wanted = CCUSAGE.split("@")[1]
+    installed = json.loads(package.read_text()).get("version") if package.is_file() else None
+    if launcher.exists() and installed == wanted:
+        return launcher
+    install = ["npm", "install", "--prefix", str(CCUSAGE_PREFIX), CCUSAGE]
+    print(f"installing: {' '.join(install)}", flush=True)
+    subprocess.run(install, check=True, stdout=subprocess.DEVNULL)
+    if not launcher.exists():
+        raise SystemExit(f"{launcher} missing after {' '.join(install)}")
+    return launcher
+
+
+def history_counts(claude: Path) -> tuple[int, int, int]:
+    """Files (`.jsonl` under the Claude home), records (their lines) and bytes."""
+    files = records = size = 0
+    for path in claude.rglob("*.jsonl"):
+        data = path.read_bytes()
+        files += 1
+        records += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        size += len(data)
+    return files, records, size
+
+
+def start_floor(runs: int) -> dict[str, tuple[float, float]]:
+    """Median wall and CPU seconds of `runs` starts: a bare interpreter, then the CLI's imports."""
+    floors = {}
+    for name, code in (("python -c pass", "pass"), (_IMPORT, "import exporter.runtime.cli")):
+        walls, cpus = [], []
+        for _ in range(runs):
+            walls.append(timed([sys.executable, "-c", code])[0])
+            cpus.append(LAST_CPU[0])
+        floors[name] = (statistics.median(walls), statistics.median(cpus))
+    LAST_CPU[0] = 0.0
+    return floors
+
+
+def _costs(seconds: float, records: int, files: int) -> str:
+    return f"{seconds / records * 1e6:8.2f} µs/record {seconds / files * 1e6:8.1f} µs/file"
+
+
+_IMPORT = 'python -c "import exporter.runtime.cli"'
 
 
 def claude_only(history: Path) -> list[str]:
@@ -166,16 +224,32 @@ def compiled() -> None:
     print("byte-compiled exporter/ (as an installed package is)")
 
 
+COLD = "exporter metrics, cold (empty cache)"
+ONE_PROCESS = "exporter metrics, cold, one process"
+ONE_WORKER = "exporter metrics, cold, one worker (forced)"
+WARM = "exporter metrics, warm (second start)"
+READY = "exporter serve, warm: start to /-/ready"
+CCUSAGE_ROW = f"ccusage {CCUSAGE.split('@')[1]} session --json --offline"
+FLOOR = "decode floor (msgspec, one thread)"
+
+
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--history", type=Path, default=Path("/tmp/cae-history"))
     args.add_argument("--repeat", type=int, default=3)
+    args.add_argument("--floor-runs", type=int, default=5, help="starts per start-floor median")
+    args.add_argument("--skip-one-process", action="store_true", help="no WORKERS=0 cold row")
+    args.add_argument("--skip-forced-worker", action="store_true", help="no WORKERS=1 cold row")
     ns = args.parse_args()
     history: Path = ns.history
     compiled()
     flags = claude_only(history)
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(history / "claude")}
-    ccusage = ["npx", "-y", CCUSAGE, "session", "--json", "--offline"]
+    ccusage = [str(ccusage_launcher()), "session", "--json", "--offline"]
+    files, records, size = history_counts(history / "claude")
+    if not files:
+        raise SystemExit(f"no .jsonl under {history / 'claude'}")
+    floors = start_floor(ns.floor_runs)
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     outputs: dict[str, str] = {}
     for _ in range(ns.repeat):
@@ -185,24 +259,18 @@ def main() -> None:
             one = [*EXPORTER, *flags, "--state.dir", str(state / "one"), "metrics"]
             two = [*EXPORTER, *flags, "--state.dir", str(state / "two"), "metrics"]
             runs = {
-                "exporter metrics, cold (empty cache)": lambda c=cold: timed(c),
-                "exporter metrics, cold, one process": lambda c=one: timed(
-                    c, {**os.environ, WORKERS: "0"}
-                ),
-                "exporter metrics, cold, one worker (forced)": lambda c=two: timed(
-                    c, {**os.environ, WORKERS: "1"}
-                ),
-                "exporter metrics, warm (second start)": lambda c=cold: timed(c),
-                "exporter serve, warm: start to /-/ready": lambda s=state: (
-                    ready_seconds(flags, s),
-                    0.0,
-                    "",
-                ),
-                f"ccusage {CCUSAGE.split('@')[1]} session --json --offline": lambda: timed(
-                    ccusage, env
-                ),
-                "decode floor (msgspec, one thread)": lambda: decode_floor(history),
+                COLD: lambda c=cold: timed(c),
+                ONE_PROCESS: lambda c=one: timed(c, {**os.environ, WORKERS: "0"}),
+                ONE_WORKER: lambda c=two: timed(c, {**os.environ, WORKERS: "1"}),
+                WARM: lambda c=cold: timed(c),
+                READY: lambda s=state: (ready_seconds(flags, s), 0.0, ""),
+                CCUSAGE_ROW: lambda: timed(ccusage, env),
+                FLOOR: lambda: decode_floor(history),
             }
+            if ns.skip_one_process:
+                del runs[ONE_PROCESS]
+            if ns.skip_forced_worker:
+                del runs[ONE_WORKER]
             for name, run in runs.items():
                 seconds, rss, out = run()
                 rows.setdefault(name, []).append((seconds, rss, LAST_CPU[0], LOAD[0]))
@@ -213,11 +281,17 @@ def main() -> None:
                 raise SystemExit("the cold expositions differ (one process, workers)")
         finally:
             shutil.rmtree(state, ignore_errors=True)
-    size = sum(p.stat().st_size for p in (history / "claude").rglob("*.jsonl"))
-    print(f"Claude Code history: {history / 'claude'} ({size / 1e6:.0f} MB of JSONL)")
+    print(
+        f"Claude Code history: {history / 'claude'} ({size / 1e6:.0f} MB of JSONL, "
+        f"{files:,} files, {records:,} records)"
+    )
+    print(f"start floor (median of {ns.floor_runs} runs each):")
+    for name, (wall, cpu) in floors.items():
+        print(f"  {name:48} {wall:7.3f} s  CPU {cpu:5.3f} s")
     print(f"median of {ns.repeat} rounds (each round runs every line once, in this order)")
+    medians: dict[str, float] = {}
     for name, values in rows.items():
-        seconds = statistics.median(v[0] for v in values)
+        seconds = medians[name] = statistics.median(v[0] for v in values)
         rss = statistics.median(v[1] for v in values)
         cpu = statistics.median(v[2] for v in values)
         each = " ".join(f"{v[0]:.2f}" for v in values)
@@ -226,16 +300,41 @@ def main() -> None:
             f"  {name:48} {seconds:7.2f} s  (runs: {each}; load before: {load})  "
             f"CPU {cpu:5.2f} s  peak RSS {rss:6.1f} MB"
         )
-    print("  cold runs: identical expositions (less process_* and python_gc_*)")
+    cold_names = [name for name in (COLD, ONE_PROCESS, ONE_WORKER) if name in rows]
+    if len(cold_names) > 1:
+        print("  cold runs: identical expositions (less process_* and python_gc_*)")
+    imports, bare = floors[_IMPORT][0], floors["python -c pass"][0]
+    print(
+        f"cost per record ({records:,} records) and per file ({files:,} files); 'net': less the "
+        f"start floor (exporter rows: the import floor, {imports:.3f} s; decode floor: the bare "
+        f"interpreter, {bare:.3f} s)"
+    )
+    for name in [*cold_names, WARM, CCUSAGE_ROW, FLOOR]:
+        seconds = medians[name]
+        line = f"  {name:48} {_costs(seconds, records, files)}"
+        start = imports if name.startswith("exporter") else bare if name == FLOOR else None
+        if start is not None:
+            line += f"   net {_costs(seconds - start, records, files)}"
+        print(line)
+    print("ratios:")
+    for label, top, bottom in (
+        ("ours cold / ccusage", COLD, CCUSAGE_ROW),
+        ("ours cold / decode floor", COLD, FLOOR),
+        ("ccusage / ours warm", CCUSAGE_ROW, WARM),
+        ("ccusage / serve ready", CCUSAGE_ROW, READY),
+    ):
+        print(f"  {label:30} {medians[top] / medians[bottom]:7.2f}x")
     print("commands:")
     print(f"  {sys.executable} -m exporter {' '.join(flags)} --state.dir STATE metrics")
     print(f"  CLAUDE_CONFIG_DIR={history / 'claude'} {' '.join(ccusage)}")
-    ours = tokens_of(outputs["exporter metrics, cold (empty cache)"], "claude-code")
-    theirs = ccusage_tokens(outputs[f"ccusage {CCUSAGE.split('@')[1]} session --json --offline"])
+    ours = tokens_of(outputs[COLD], "claude-code")
+    theirs = ccusage_tokens(outputs[CCUSAGE_ROW])
     print("token totals, Claude Code:        exporter         ccusage      difference")
     for kind in ("input", "output", "cache_read", "cache_write"):
         a, b = ours.get(kind, 0), theirs[kind]
         print(f"  {kind:30} {a:15,} {b:15,} {a - b:+15,}")
+    same = all(ours.get(kind, 0) == theirs[kind] for kind in theirs)
+    print("  token totals: identical" if same else "  token totals: DIFFERENT")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,19 @@
 """A large, realistic agent history built from the recorded fixtures, the same for a given seed.
 
     python bench/generate.py --out /tmp/cae-history --claude-sessions 2000 --claude-mb 1200
+    python bench/generate.py --shape many-small --out /tmp/cae-many-small   # 27,000 journals
+    python bench/generate.py --shape many-grown --out /tmp/cae-many-grown   # the same, grown
+
+`--shape many-small` is a heavy user's Claude Code history instead (Claude Code only): `--files`
+journals (27,000), sessions whose lead journal is the recorded interactive one, each with
+`--subagents` sub-agent journals on average (6: 3,857 sessions; `<session>/subagents/agent-<id>
+.jsonl` and `.meta.json`, cloned from the recorded sub-agents), records at their recorded sizes:
+~370 MB, ~393,000 records, built in ~5 s. `--shape many-grown`: the same files, each tool result
+grown by a seeded filler (`--result-bytes`, 5,400 on average): ~578 MB. One change to the
+records: the recording stub's `cache_creation` breakdown of zeros is made to add up to the cache
+write beside it, as the API's does, so that ccusage's token totals compare (see `Journal`).
+
+The default shape:
 
 Every session is a recorded fixture session (its lead file, sub-agent files and metadata) copied
 under fresh ids: the first 8 hex digits of every UUID and the first 6 of every stub message,
@@ -299,22 +312,221 @@ def _merge(rel: str, pieces: list[bytes]) -> bytes:
     return json.dumps(united).encode()
 
 
+# --shape many-small / many-grown: a heavy user's Claude Code history (the issue "A fast, bounded
+# core": 27,000 session and sub-agent journals, ~400,000 records).
+SHAPES = ("default", "many-small", "many-grown")
+GROWN_RESULT = 5_400  # many-grown: mean bytes added to a tool result (seeded, exponential)
+_AGENT_ID = re.compile(r"^agent-(a[0-9a-f]{16})\.jsonl$")
+# A usage's total cache write, then (in the same object) the stub's breakdown of zeros beside it.
+_BREAKDOWN = re.compile(
+    rb'("cache_creation_input_tokens":([1-9]\d*),(?:[^{}]|\{[^{}]*\})*?"cache_creation":'
+    rb'\{"ephemeral_1h_input_tokens":0,"ephemeral_5m_input_tokens":)0\}'
+)
+
+
+class Journal:
+    """One recorded Claude Code journal as a bytes %-template: the copy number goes where
+    `Copier.text` puts it (the first 8 hex digits of a UUID, the first 6 of a stub message,
+    request or tool id, the first 8 after a sub-agent id's `a`), the session's id for the
+    recorded one, the project for `shop-api`, a moved timestamp for each ISO one and the filler
+    after each tool result's opening quote, so that a copy is one C-level format.
+
+    One change to the recorded records: the stub API that recorded them wrote a usage's cache
+    write (`cache_creation_input_tokens`) beside a `cache_creation` breakdown of zeros, where
+    the real API's breakdown adds up to it; the copies carry it as a 5-minute write (ccusage 20
+    counts the breakdown, the exporter the total: with it, their totals can be compared)."""
+
+    def __init__(self, home: Path, path: Path) -> None:
+        data = _BREAKDOWN.sub(rb"\1\2}", path.read_bytes())
+        self.rel = path.relative_to(home).as_posix()
+        parts = self.rel.split("/")
+        found = _AGENT_ID.match(parts[-1])
+        self.agent = found.group(1).encode() if found else b""
+        self.session = (parts[2] if found else parts[2].removesuffix(".jsonl")).encode()
+        meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+        self.meta = Journal(home, meta) if found and meta.is_file() else None
+        self.records = sum(1 for line in data.splitlines() if line.strip())
+        holes: list[tuple[int, int, bytes]] = []  # start, end, what goes there
+        for m in _UUID.finditer(data):
+            if m.group(0) == self.session:  # the lead's: in a sub-agent's records too
+                holes.append((m.start(), m.end(), b"sid"))
+            else:
+                holes.append((m.start(), m.start() + 8, b"n8"))
+        for m in _STUB.finditer(data):
+            holes.append((m.end(1), m.end(1) + 6, b"n6"))
+        at = data.find(self.agent) if self.agent else -1
+        while at >= 0:
+            holes.append((at + 1, at + 9, b"n8"))
+            at = data.find(self.agent, at + len(self.agent))
+        at = data.find(b"shop-api")
+        while at >= 0:
+            holes.append((at, at + len(b"shop-api"), b"p"))
+            at = data.find(b"shop-api", at + 1)
+        self.stamps: list[tuple[datetime, int]] = []  # naive UTC, digits of its fraction
+        for m in _ISO.finditer(data):
+            text = m.group(0).decode()
+            when = datetime.fromisoformat(text.removesuffix("Z"))
+            digits = len(text.split(".")[1]) - 1 if "." in text else 0
+            holes.append((m.start(), m.end(), b"t%d" % len(self.stamps)))
+            self.stamps.append((when, digits))
+        self.results = 0
+        for m in _RESULT.finditer(data):
+            holes.append((m.end(), m.end(), b"r%d" % self.results))
+            self.results += 1
+        holes.sort()
+        pieces, done = [], 0
+        for start, end, key in holes:
+            if start < done:
+                raise SystemExit(f"{path}: overlapping ids at {start}")
+            pieces += [data[done:start].replace(b"%", b"%%"), b"%(" + key + b")s"]
+            done = end
+        self.template = b"".join([*pieces, data[done:].replace(b"%", b"%%")])
+        self.start = min((w for w, _ in self.stamps), default=datetime(2026, 1, 1))
+        self.end = max((w for w, _ in self.stamps), default=self.start)
+
+    def copy(
+        self, number: int, session: bytes, project: bytes, shift: timedelta, fill: list[bytes]
+    ) -> bytes:
+        values = {b"n8": b"%08x" % number, b"n6": b"%06x" % number, b"sid": session}
+        values[b"p"] = project
+        for i, (when, digits) in enumerate(self.stamps):
+            values[b"t%d" % i] = _stamp(when + shift, digits)
+        for i in range(self.results):
+            values[b"r%d" % i] = fill[i] if fill else b""
+        return self.template % values
+
+
+_TIMESPEC = {0: "seconds", 3: "milliseconds", 6: "microseconds"}
+
+
+def _stamp(when: datetime, digits: int) -> bytes:
+    """`when` as `Copier._moved` writes it: `digits` of the fraction (cut, not rounded), `Z`."""
+    spec = _TIMESPEC.get(digits)
+    text = when.isoformat(timespec=spec) if spec else when.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return text[: 20 + digits if digits else 19].encode() + b"Z"
+
+
+def _many_templates(version: str) -> tuple[list[Journal], list[Journal]]:
+    """The recorded `interactive` lead journals (a long conversation: split responses, tool
+    calls, titles, file snapshots) and every recorded sub-agent journal, of one version.
+
+    2.1.197 by default: its records' sizes give the issue's history (27,000 files: ~370 MB,
+    ~393,000 records); 2.1.332's recordings are three times as large (~1.3 GB, ~1 M records)."""
+    leads, subagents = [], []
+    for home in sorted(FIXTURES.glob(f"claude-code/{version}/*/home")):
+        if home.parent.name == "interactive":
+            leads += [Journal(home, p) for p in sorted((home / "projects").glob("*/*.jsonl"))]
+        for path in sorted((home / "projects").glob("*/*/subagents/agent-*.jsonl")):
+            subagents.append(Journal(home, path))
+    if not leads or not subagents:
+        raise SystemExit(f"no recorded interactive session or sub-agent for Claude Code {version}")
+    return leads, subagents
+
+
+def generate_many(
+    out: Path, files: int, subagents: float, filler: int, seed: int, version: str
+) -> dict[str, int]:
+    """`files` Claude Code journals: sessions whose lead journal is a recorded interactive one,
+    each with a seeded number of sub-agent journals (`subagents` on average, spread at random
+    over the sessions: some have none, some many) cloned from the recorded sub-agents, under
+    `<session>/subagents/agent-<id>.jsonl` with their `.meta.json`, as Claude Code writes them.
+
+    Every journal is a copy under its own number (fresh uuids, message, request and tool ids,
+    agent id): no two copies share a message id, while the records of one response that the
+    recording split over several records keep their one id. A sub-agent's records carry its
+    session's id and project and start at a seeded moment within its lead's span. `filler` > 0
+    grows every tool result by a seeded filler of that mean size (its own random stream: the
+    same seed makes the same files, only the tool results differ)."""
+    leads, children = _many_templates(version)
+    rng, grow = random.Random(seed), random.Random(seed + 1)
+    projects = out / "claude" / "projects"
+    sessions = max(1, round(files / (1 + subagents)))
+    owned = [0] * sessions
+    for _ in range(max(0, files - sessions)):
+        owned[rng.randrange(sessions)] += 1
+    made = {"sessions": sessions, "journals": 0, "subagents": 0, "records": 0, "bytes": 0}
+    number = 0
+
+    def fill(journal: Journal) -> list[bytes]:
+        if not filler:
+            return []
+        return [_filler(int(grow.expovariate(1 / filler))) for _ in range(journal.results)]
+
+    def write(target: Path, journal: Journal, data: bytes) -> None:
+        target.write_bytes(data)
+        made["journals"] += 1
+        made["records"] += journal.records
+        made["bytes"] += len(data)
+
+    for k in range(sessions):
+        lead = leads[rng.randrange(len(leads))]
+        shift = timedelta(minutes=rng.randrange(0, 60 * 24 * 365))
+        project = f"project-{k % PROJECTS}".encode()
+        number += 1
+        folder = projects / lead.rel.split("/")[1].replace("shop-api", project.decode())
+        session = b"%08x" % number + lead.session[8:]
+        folder.mkdir(parents=True, exist_ok=True)
+        data = lead.copy(number, session, project, shift, fill(lead))
+        write(folder / f"{session.decode()}.jsonl", lead, data)
+        below = folder / session.decode() / "subagents"
+        if owned[k]:
+            below.mkdir(parents=True)
+        for _ in range(owned[k]):
+            child = children[rng.randrange(len(children))]
+            moved = shift + lead.start - child.start + (lead.end - lead.start) * rng.random()
+            number += 1
+            agent = f"agent-a{number:08x}{child.agent[9:].decode()}"
+            data = child.copy(number, session, project, moved, fill(child))
+            write(below / f"{agent}.jsonl", child, data)
+            made["subagents"] += 1
+            if child.meta is not None:
+                meta = child.meta.copy(number, session, project, moved, [])
+                (below / f"{agent}.meta.json").write_bytes(meta)
+    return made
+
+
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--out", type=Path, default=Path("/tmp/cae-history"))
-    args.add_argument("--claude-sessions", type=int, default=2000)
-    args.add_argument("--claude-mb", type=float, default=1000.0)
+    args.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default="default",
+        help="default: every agent, whole recorded sessions; many-small / many-grown: Claude Code "
+        "only, --files journals (sessions and their sub-agents), tool results as recorded / grown",
+    )
+    args.add_argument("--claude-sessions", type=int, default=2000, help="default shape")
+    args.add_argument("--claude-mb", type=float, default=1000.0, help="default shape")
     args.add_argument("--others", type=float, default=0.1, help="sessions per Claude session")
+    args.add_argument("--files", type=int, default=27_000, help="many-*: journals (.jsonl) in all")
+    args.add_argument("--subagents", type=float, default=6.0, help="many-*: per session, mean")
+    args.add_argument(
+        "--result-bytes", type=int, default=GROWN_RESULT, help="many-grown: mean growth"
+    )
+    args.add_argument("--claude-version", default="2.1.197", help="many-*: recordings to clone")
     args.add_argument("--seed", type=int, default=2026)
     ns = args.parse_args()
     shutil.rmtree(ns.out, ignore_errors=True)
     started = time.perf_counter()
+    if ns.shape != "default":
+        filler = ns.result_bytes if ns.shape == "many-grown" else 0
+        made = generate_many(ns.out, ns.files, ns.subagents, filler, ns.seed, ns.claude_version)
+        print(
+            f"claude-code  {ns.shape}: {made['sessions']:,} sessions, {made['journals']:,} "
+            f"files (.jsonl: {made['sessions']:,} lead + {made['subagents']:,} sub-agent "
+            f"journals), {made['bytes'] / 1e6:.1f} MB, {made['records']:,} records"
+        )
+        print(f"built in {time.perf_counter() - started:.1f} s: {ns.out / 'claude'}")
+        return
     made = generate(ns.out, ns.claude_sessions, ns.claude_mb, ns.others, ns.seed)
     for agent in (*AGENTS, Agent("opencode", "opencode", list)):
         home = ns.out / agent.out
         size = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
         files = sum(1 for p in home.rglob("*") if p.is_file())
         print(f"{agent.name:12} {made[agent.name]:6} copies {files:7} files {size / 1e6:9.1f} MB")
+    journals = list((ns.out / "claude").rglob("*.jsonl"))
+    records = sum(p.read_bytes().count(b"\n") for p in journals)
+    print(f"claude-code  {len(journals):,} .jsonl files, {records:,} records")
     print(f"built in {time.perf_counter() - started:.1f} s: {ns.out}")
 
 
