@@ -37,6 +37,8 @@ from .cache import Cache, Snapshot
 from .pool import Ahead, Fed, Job, feed, feed_lines
 
 log = logging.getLogger(__name__)
+Found = Path | str
+"""A file the engine found: a `Path`, or the name of one it already follows (no `Path` made)."""
 _COMPANIONS = ("-wal", "-journal")
 """Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
 
@@ -82,7 +84,7 @@ class Engine:
         self.min_bytes = pool.MIN_BYTES  # of unread files, for the workers to start (`pool`)
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
         self._files: dict[str, _File] = {}  # by path
-        self._logged: set[tuple[Path, str]] = set()
+        self._logged: set[tuple[str, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
 
@@ -103,14 +105,14 @@ class Engine:
         With a cache, the last catch-up's result is loaded first, then only what changed since
         is read (`cache`); the result is taken for the cache before any process is probed."""
         snapshot = self._load()
-        found: list[tuple[Path, Source]] = []
+        found: list[tuple[Found, Source]] = []
         for i, source in enumerate(self.sources):
             found += self._scan(source, _known(snapshot, i))
-        found.sort(key=lambda item: (len(item[0].parts), str(item[0])))
+        found.sort(key=_order)
         fresh = self._restore(snapshot)
         read_before = sum(self.stats.bytes_read.values())
         try:
-            if fresh is not None and not self._files.keys() <= {str(path) for path, _ in found}:
+            if fresh is not None and not self._files.keys() <= {_name(path) for path, _ in found}:
                 raise _Stale("a file is gone")
             self._read_all(found, progress, cached=fresh is not None)
         except _Stale as why:  # counters are rebuilt from today's files: read them all
@@ -119,7 +121,7 @@ class Engine:
             self._install(fresh)
             fresh = None
             self._read_all(found, progress, cached=False)
-        del found  # a `Path` per file: gone before the cache is written (the peak of a start)
+        del found  # a name per file: gone before the cache is written (the peak of a start)
         unchanged = sum(self.stats.bytes_read.values()) == read_before
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
@@ -130,7 +132,7 @@ class Engine:
 
     def _read_all(
         self,
-        found: list[tuple[Path, Source]],
+        found: list[tuple[Found, Source]],
         progress: Callable[[int, int], None] | None,
         *,
         cached: bool,
@@ -149,16 +151,17 @@ class Engine:
         finally:
             self._cached = False
 
-    def _ahead(self, found: list[tuple[Path, Source]]) -> Ahead | nullcontext[None]:
+    def _ahead(self, found: list[tuple[Found, Source]]) -> Ahead | nullcontext[None]:
         """Workers for the files not read yet whose readers keep to their own file, if there
         is enough of them to be worth it (`pool`)."""
         if self.workers < 1:
             return nullcontext()
         jobs, sizes = [], []
         content = self.content
-        for position, (path, source) in enumerate(found, 1):
-            if str(path) in self._files or source.harness.name not in pool.PARALLEL:
+        for position, (name, source) in enumerate(found, 1):
+            if _name(name) in self._files or source.harness.name not in pool.PARALLEL:
                 continue
+            path = Path(name)
             rel = _rel(path, source)
             kind = self._kind(path, source, rel)
             if kind in ("jsonl", "zstd"):
@@ -182,7 +185,7 @@ class Engine:
             else:
                 for found, _ in self._walk(source, path):
                     self._read(found, source)
-                    touched.setdefault(id(source), (source, []))[1].append(found)
+                    touched.setdefault(id(source), (source, []))[1].append(Path(found))
         for source, changed in touched.values():
             if source.held is not None:
                 self._apply(source, source.held.probe(changed))
@@ -190,7 +193,7 @@ class Engine:
     def rescan(self) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches
         left): unchanged files cost one stat, new ones are read, gone ones are forgotten."""
-        paths = [path for source in self.sources for path, _ in self._scan(source)]
+        paths = [Path(path) for source in self.sources for path, _ in self._scan(source)]
         self.changed(sorted({*paths, *map(Path, self._files)}))
 
     def save_cache(self) -> None:
@@ -248,10 +251,10 @@ class Engine:
 
     def _scan(
         self, source: Source, known: Collection[str] | None = None
-    ) -> list[tuple[Path, Source]]:
+    ) -> list[tuple[Found, Source]]:
         agent = source.harness.name
         up = True
-        found: list[tuple[Path, Source]] = []
+        found: list[tuple[Found, Source]] = []
         if known is None:
             known = {p for p, entry in self._files.items() if entry.source is source}
         for folder in source.harness.watch_dirs:
@@ -265,8 +268,9 @@ class Engine:
 
     def _walk(
         self, source: Source, top: Path, known: Collection[str] = frozenset()
-    ) -> Iterator[tuple[Path, Source]]:
-        """The files under `top` the harness reads; `known` (by name) were matched before."""
+    ) -> Iterator[tuple[Found, Source]]:
+        """The files under `top` the harness reads; `known` (by name) were matched before and
+        come as their names: no `Path` is made for a file the engine already follows."""
         if not top.is_dir():
             if top.is_file() and source.harness.match(_rel(top, source)) is not None:
                 yield top, source  # a single file the harness watches
@@ -282,17 +286,18 @@ class Engine:
         for folder, _, names in os.walk(top, onerror=skipped):
             base, rel = Path(folder), None  # once per folder: a file costs no stat
             for name in names:
-                if f"{folder}/{name}" in known:  # read before: matched then
-                    yield base / name, source
+                joined = f"{folder}/{name}"
+                if joined in known:  # read before: matched then
+                    yield joined, source
                     continue
                 rel = rel or _rel(base, source)
                 if source.harness.match(rel / name) is not None:
                     yield base / name, source
 
-    def _read(self, path: Path, source: Source) -> None:
-        entry = self._files.get(str(path))
+    def _read(self, path: Found, source: Source) -> None:
+        entry = self._files.get(_name(path))
         if entry is None:
-            entry = self._open(path, source)
+            entry = self._open(Path(path), source)
             if entry is None:
                 return
         if isinstance(entry.tail, JsonlTail | ZstdJsonl):
@@ -328,7 +333,7 @@ class Engine:
         self.stats.files[source.harness.name] += 1
         return entry
 
-    def _read_lines(self, path: Path, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
+    def _read_lines(self, path: Found, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
         decode, more = pool.decoder(entry.source.harness, self.content), True
         while more:  # a large file comes in pieces (`tail.READ_LIMIT`)
             result = tail.read()
@@ -340,7 +345,7 @@ class Engine:
                 self._fold(path, entry, feed_lines(entry.reader, result.lines, decode))
             more = result.more and result.error is None
 
-    def _adopt(self, path: Path, source: Source, taken: pool.Read) -> None:
+    def _adopt(self, path: Found, source: Source, taken: pool.Read) -> None:
         """A file a worker read: its follower and reader join the others, what it said is
         folded here, in its turn."""
         key = _key(taken.tail)
@@ -350,7 +355,7 @@ class Engine:
         if taken.result.more and taken.result.error is None:  # a large file: the rest here
             self._read_lines(path, entry, taken.tail)
 
-    def _lines_read(self, path: Path, entry: _File, result: TailResult, fed: Fed) -> bool:
+    def _lines_read(self, path: Found, entry: _File, result: TailResult, fed: Fed) -> bool:
         """What a read of lines found, with what a worker's reader said of them (`fed`); False
         if the file could not be read."""
         agent = entry.source.harness.name
@@ -364,7 +369,7 @@ class Engine:
         self._fold(path, entry, fed)
         return True
 
-    def _read_rows(self, path: Path, entry: _File, tail: SqliteTail) -> None:
+    def _read_rows(self, path: Found, entry: _File, tail: SqliteTail) -> None:
         agent = entry.source.harness.name
         result = tail.read()
         self.stats.bytes_read[agent] += result.bytes_read
@@ -388,7 +393,7 @@ class Engine:
                 continue
             self._feed(path, entry, row, f"{tail.log.table} row")
 
-    def _failed(self, path: Path, entry: _File, error: Exception) -> None:
+    def _failed(self, path: Found, entry: _File, error: Exception) -> None:
         """A file that could not be read: forgotten if gone, else counted, logged once."""
         if isinstance(error, FileNotFoundError):
             self._forget(path, entry)
@@ -397,7 +402,7 @@ class Engine:
         self.stats.parse_errors[(agent, "read_error")] += 1
         self._once(path, "read_error", agent, error)
 
-    def _read_doc(self, path: Path, entry: _File, doc: JsonDoc) -> None:
+    def _read_doc(self, path: Found, entry: _File, doc: JsonDoc) -> None:
         agent = entry.source.harness.name
         result = doc.read()
         self.stats.bytes_read[agent] += result.bytes_read
@@ -413,12 +418,12 @@ class Engine:
             return
         self._feed(path, entry, result.data, "document")
 
-    def _feed(self, path: Path, entry: _File, record: object, where: str) -> None:
+    def _feed(self, path: Found, entry: _File, record: object, where: str) -> None:
         fed = Fed()
         feed(entry.reader, record, where, fed)
         self._fold(path, entry, fed)
 
-    def _fold(self, path: Path, entry: _File, fed: Fed) -> None:
+    def _fold(self, path: Found, entry: _File, fed: Fed) -> None:
         """What a reader said, into the health counters, the log and the state."""
         agent = entry.source.harness.name
         self.stats.records[agent] += fed.records
@@ -430,7 +435,8 @@ class Engine:
             if held is not None:
                 session_id = getattr(events[0], "session_id", None)
                 if isinstance(session_id, str):
-                    held.note(path, session_id, shared=isinstance(entry.tail, SqliteTail))
+                    shared = isinstance(entry.tail, SqliteTail)
+                    held.note(Path(path), session_id, shared=shared)
             self._apply(entry.source, events)
 
     def _apply(self, source: Source, events: list[Event]) -> None:
@@ -438,17 +444,30 @@ class Engine:
             for event in events:
                 self.state.apply(source.harness.name, event)
 
-    def _forget(self, path: Path, entry: _File) -> None:
-        if self._files.pop(str(path), None) is not None:
+    def _forget(self, path: Found, entry: _File) -> None:
+        if self._files.pop(_name(path), None) is not None:
             self.stats.files[entry.source.harness.name] -= 1
         if entry.source.held is not None:  # nothing of a gone file is kept
-            entry.source.held.forget(path)
+            entry.source.held.forget(Path(path))
 
-    def _once(self, path: Path, reason: str, agent: str, detail: object) -> None:
-        if (path, reason) in self._logged:
+    def _once(self, path: Found, reason: str, agent: str, detail: object) -> None:
+        if (_name(path), reason) in self._logged:
             return
-        self._logged.add((path, reason))
+        self._logged.add((_name(path), reason))
         log.warning("%s: %s: %s (%s; reported once per file)", agent, path, detail, reason)
+
+
+def _name(path: Found) -> str:
+    return path if isinstance(path, str) else str(path)
+
+
+def _order(item: tuple[Found, Source]) -> tuple[int, str]:
+    """Shallow files first, then by name. A name (the walk's `folder/name`, equal to the `str`
+    of its `Path`) counts its parts without a `Path` made: one more than its slashes."""
+    path = item[0]
+    if isinstance(path, Path) or path.startswith("//"):
+        return len(Path(path).parts), str(path)
+    return path.count("/") + 1, path
 
 
 def _database_of(path: Path, source: Source) -> Path:
