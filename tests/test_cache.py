@@ -16,6 +16,7 @@ from exporter.runtime import cache as cache_module
 from exporter.runtime.cache import MAGIC, PACKAGE, Cache
 from exporter.runtime.cli import App
 from exporter.runtime.config import parse
+from exporter.runtime.dormant import Dormant
 from exporter.sources import tail
 
 from .conftest import FIXTURES, NOW, agent_home, all_scenarios, home_flags, scenario_id
@@ -101,6 +102,31 @@ def test_the_reader_goes_on_after_a_warm_start_as_if_never_stopped(tmp_path: Pat
         running.engine.changed([journal])
     reference = generate_latest(never_stopped.registry).decode()
     assert counted(generate_latest(warm.registry).decode()) == counted(reference)
+
+
+def test_unchanged_files_sleep_and_a_changed_one_wakes(tmp_path: Path) -> None:
+    """After the cache is written a finished file is kept as its pickle (`dormant`), not as
+    live objects; a warm start over unchanged files wakes none; a file that grows wakes."""
+    home, journal, whole = copy_interactive(tmp_path)
+    journal.write_bytes(whole[: len(whole) // 2])
+    cold = app(home, tmp_path / "state")
+    kinds = {type(entry) for entry in cold.engine._files.values()}
+    assert kinds == {Dormant}
+    warm = app(home, tmp_path / "state")
+    assert {type(entry) for entry in warm.engine._files.values()} == {Dormant}
+    journal.write_bytes(whole)
+    warm.engine.changed([journal])
+    assert type(warm.engine._files[str(journal)]) is not Dormant
+    asleep = [type(entry) is Dormant for entry in warm.engine._files.values()]
+    assert sum(asleep) == len(asleep) - 1
+
+
+def test_files_of_readers_that_share_memory_never_sleep(tmp_path: Path) -> None:
+    """Gemini CLI's readers share what a session's files say: each file stays awake."""
+    (scenario, *_) = [s for s in all_scenarios() if "gemini-cli" in s.parts]
+    warm = app(scenario / "home", tmp_path)
+    assert warm.engine._files
+    assert not any(type(entry) is Dormant for entry in warm.engine._files.values())
 
 
 def test_a_replaced_or_gone_file_is_read_again_or_forgotten(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from ..state.health import Stats
 from ..state.state import State
 from . import pool
 from .cache import Cache, Snapshot
+from .dormant import Dormant, asleep, unchanged, woken
 from .pool import Ahead, Fed, Job, feed, feed_lines
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class Engine:
         self.workers = pool.workers_wanted() if workers is None else workers
         self.min_bytes = pool.MIN_BYTES  # of unread files, for the workers to start (`pool`)
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
-        self._files: dict[str, _File] = {}  # by path
+        self._files: dict[str, _File | Dormant[Source]] = {}  # by path
         self._logged: set[tuple[str, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
@@ -203,13 +204,26 @@ class Engine:
         self._pending = None
 
     def _snapshot(self) -> Snapshot:
+        """What the engine knows, for the cache; the files that can sleep fall asleep
+        (`dormant`): from now on they cost a few bytes each until they change."""
         index = {id(source): i for i, source in enumerate(self.sources)}
+        files, sleeping = [], []
+        for name, entry in self._files.items():
+            i = index[id(entry.source)]
+            if isinstance(entry, _File) and entry.source.harness.name in pool.PARALLEL:
+                entry = asleep(entry.source, name, entry.tail, entry.reader) or entry
+                self._files[name] = entry
+            if isinstance(entry, Dormant):
+                sleeping.append((i, name, *entry.key, entry.blob))
+            else:
+                files.append((i, entry.tail, entry.reader))
         return Snapshot(
             harnesses=[source.harness for source in self.sources],
             held=[None if s.held is None else _saved(vars(s.held)) for s in self.sources],
-            files=[(index[id(f.source)], f.tail, f.reader) for f in self._files.values()],
+            files=files,
             state=_saved(vars(self.state)),
             stats={name: getattr(self.stats, name) for name in _STATS_KEPT},
+            dormant=sleeping,
         )
 
     def _load(self) -> Snapshot | None:
@@ -238,6 +252,8 @@ class Engine:
         for i, tail, reader in snapshot.files:
             path = _key(tail)
             self._files[path] = _File(self.sources[i], path, reader, tail)
+        for i, path, dev, ino, size, mtime, blob in snapshot.dormant:
+            self._files[path] = Dormant(self.sources[i], path, (dev, ino, size, mtime), blob)
         with self.state.lock:
             vars(self.state).update(snapshot.state)
         for name, value in snapshot.stats.items():
@@ -296,6 +312,10 @@ class Engine:
 
     def _read(self, path: Found, source: Source) -> None:
         entry = self._files.get(_name(path))
+        if isinstance(entry, Dormant):
+            if unchanged(entry):
+                return  # what reading it would do: nothing
+            entry = self._wake(entry)
         if entry is None:
             entry = self._open(Path(path), source)
             if entry is None:
@@ -306,6 +326,11 @@ class Engine:
             self._read_rows(path, entry, entry.tail)
         else:
             self._read_doc(path, entry, entry.tail)
+
+    def _wake(self, dormant: Dormant[Source]) -> _File:
+        tail, reader = woken(dormant)
+        entry = self._files[dormant.path] = _File(dormant.source, dormant.path, reader, tail)
+        return entry
 
     def _kind(self, path: Path, source: Source, rel: PurePosixPath) -> FileKind | None:
         """What the harness reads the file as; None to leave it alone (a compressed file
@@ -491,7 +516,8 @@ def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
     """The files of a source the cache's result read (by name: a walk makes names)."""
     if snapshot is None:
         return None
-    return {_key(tail) for i, tail, _ in snapshot.files if i == source}
+    awake = {_key(tail) for i, tail, _ in snapshot.files if i == source}
+    return awake | {row[1] for row in snapshot.dormant if row[0] == source}
 
 
 def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:

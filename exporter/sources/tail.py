@@ -169,6 +169,12 @@ class JsonlTail:
         finally:
             os.close(fd)
 
+    def settled(self) -> tuple[int, int, int, int] | None:
+        """The `stat_key` of the file for which `read()` finds nothing to do (None: it reads)."""
+        if self._ident is None:
+            return None
+        return (*self._ident, self._offset, self._mtime_ns)
+
     def _unchanged(self, st: os.stat_result) -> bool:
         return (
             (st.st_dev, st.st_ino) == self._ident
@@ -268,6 +274,10 @@ class ZstdJsonl:
             return TailResult([], False, 0, error, 0)
         reset, self._key = self._key is not None, stat_key(st)
         return TailResult(lines, reset, st.st_size, None, oversized)
+
+    def settled(self) -> tuple[int, int, int, int] | None:
+        """The `stat_key` of the file for which `read()` finds nothing to do (None: it reads)."""
+        return self._key
 
     @property
     def path(self) -> Path:
@@ -381,6 +391,10 @@ class JsonDoc:
         except (ValueError, RecursionError):
             return self._settle(key, DocResult(True, None, "invalid_json", len(raw)))
         return self._settle(key, DocResult(True, data, None, len(raw)))
+
+    def settled(self) -> tuple[int, int, int, int] | None:
+        """The `stat_key` of the file for which `read()` finds nothing to do (None: it reads)."""
+        return self._key
 
     @property
     def path(self) -> Path:
