@@ -16,7 +16,6 @@ from exporter.runtime import cache as cache_module
 from exporter.runtime.cache import MAGIC, PACKAGE, Cache
 from exporter.runtime.cli import App
 from exporter.runtime.config import parse
-from exporter.runtime.dormant import Dormant
 from exporter.sources import tail
 
 from .conftest import FIXTURES, NOW, agent_home, all_scenarios, home_flags, scenario_id
@@ -110,14 +109,13 @@ def test_unchanged_files_sleep_and_a_changed_one_wakes(tmp_path: Path) -> None:
     home, journal, whole = copy_interactive(tmp_path)
     journal.write_bytes(whole[: len(whole) // 2])
     cold = app(home, tmp_path / "state")
-    kinds = {type(entry) for entry in cold.engine._files.values()}
-    assert kinds == {Dormant}
+    assert cold.engine._files and all(map(cold.engine.asleep, cold.engine._files))
     warm = app(home, tmp_path / "state")
-    assert {type(entry) for entry in warm.engine._files.values()} == {Dormant}
+    assert all(map(warm.engine.asleep, warm.engine._files))
     journal.write_bytes(whole)
     warm.engine.changed([journal])
-    assert type(warm.engine._files[str(journal)]) is not Dormant
-    asleep = [type(entry) is Dormant for entry in warm.engine._files.values()]
+    assert not warm.engine.asleep(str(journal))
+    asleep = [warm.engine.asleep(name) for name in warm.engine._files]
     assert sum(asleep) == len(asleep) - 1
 
 
@@ -126,7 +124,7 @@ def test_files_of_readers_that_share_memory_never_sleep(tmp_path: Path) -> None:
     (scenario, *_) = [s for s in all_scenarios() if "gemini-cli" in s.parts]
     warm = app(scenario / "home", tmp_path)
     assert warm.engine._files
-    assert not any(type(entry) is Dormant for entry in warm.engine._files.values())
+    assert not any(map(warm.engine.asleep, warm.engine._files))
 
 
 def test_a_replaced_or_gone_file_is_read_again_or_forgotten(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ import zstandard
 
 from ..events import Usage
 from ..state.session import ZERO, Session
+from .dormant import Sleepers
 
 log = logging.getLogger(__name__)
 FORMAT = 3
@@ -53,15 +54,14 @@ MAGIC = b"coding-agent-exporter catch-up cache\n"
 @dataclass(slots=True)
 class Snapshot:
     """What a catch-up built. `files`: per file the index of its source, its follower (`tail`,
-    which knows the file's path) and its reader. `dormant`: per sleeping file (`dormant`) the
-    index of its source, its name, the four values of its `stat_key` and its pickle."""
+    which knows the file's path) and its reader. `dormant`: the files asleep (`dormant`)."""
 
     harnesses: list[Any]
     held: list[dict[str, Any] | None]
     files: list[tuple[int, Any, Any]]
     state: dict[str, Any]
     stats: dict[str, Any]
-    dormant: list[tuple[Any, ...]] = field(default_factory=list)
+    dormant: Sleepers = field(default_factory=Sleepers)
 
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -198,7 +198,6 @@ class _Flat:
         return _Run, (self.width,), None, self.values
 
 
-_DORMANT = 7  # source, name, the stat key's four values, the pickle
 _SESSION = tuple(f.name for f in dataclasses.fields(Session))
 _TOKENS = _SESSION.index("tokens")
 _USAGE = tuple(f.name for f in dataclasses.fields(Usage))
@@ -218,14 +217,13 @@ def _session_values(sessions: Iterable[Session]) -> Iterator[Any]:
 def _flattened(snapshot: Snapshot) -> Snapshot:
     """The snapshot with its files and the state's sessions as flat runs (`_Run`)."""
     files = _Flat(3, (value for row in snapshot.files for value in row))
-    dormant = _Flat(_DORMANT, (value for row in snapshot.dormant for value in row))
     state = dict(snapshot.state)
     sessions = state.get("sessions")
     if isinstance(sessions, dict) and all(
         type(s) is Session and key == (s.agent, s.session_id) for key, s in sessions.items()
     ):
         state["sessions"] = _Flat(_SESSION_WIDTH, _session_values(sessions.values()))
-    return replace(snapshot, files=files, state=state, dormant=dormant)  # type: ignore[arg-type]
+    return replace(snapshot, files=files, state=state)  # type: ignore[arg-type]
 
 
 def _rebuilt(loaded: object) -> Snapshot:
@@ -235,9 +233,8 @@ def _rebuilt(loaded: object) -> Snapshot:
     if not isinstance(loaded.files, _Run) or loaded.files.width != 3:
         raise TypeError("the files are not a run of 3")
     loaded.files = [(row[0], row[1], row[2]) for row in loaded.files.rows()]
-    if not isinstance(loaded.dormant, _Run) or loaded.dormant.width != _DORMANT:
-        raise TypeError(f"the sleeping files are not a run of {_DORMANT}")
-    loaded.dormant = [tuple(row) for row in loaded.dormant.rows()]
+    if not isinstance(loaded.dormant, Sleepers):
+        raise TypeError("the sleeping files are not a `Sleepers`")
     sessions = loaded.state.get("sessions")
     if isinstance(sessions, _Run):
         if sessions.width != _SESSION_WIDTH:

@@ -34,7 +34,7 @@ from ..state.health import Stats
 from ..state.state import State
 from . import pool
 from .cache import Cache, Snapshot
-from .dormant import Dormant, asleep, unchanged, woken
+from .dormant import Sleepers, settled
 from .pool import Ahead, Fed, Job, feed, feed_lines
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,8 @@ class Engine:
         self.workers = pool.workers_wanted() if workers is None else workers
         self.min_bytes = pool.MIN_BYTES  # of unread files, for the workers to start (`pool`)
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
-        self._files: dict[str, _File | Dormant[Source]] = {}  # by path
+        self._files: dict[str, _File | int] = {}  # by path; asleep: its index in `_sleepers`
+        self._sleepers = Sleepers()
         self._logged: set[tuple[str, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
@@ -106,23 +107,26 @@ class Engine:
         With a cache, the last catch-up's result is loaded first, then only what changed since
         is read (`cache`); the result is taken for the cache before any process is probed."""
         snapshot = self._load()
-        found: list[tuple[Found, Source]] = []
+        new: list[tuple[Found, Source]] = []
+        seen: set[str] = set()  # the files the cache's result read that are still there
         for i, source in enumerate(self.sources):
-            found += self._scan(source, _known(snapshot, i))
-        found.sort(key=_order)
+            new += self._scan(source, _known(snapshot, i), seen)
         fresh = self._restore(snapshot)
         read_before = sum(self.stats.bytes_read.values())
         try:
-            if fresh is not None and not self._files.keys() <= {_name(path) for path, _ in found}:
-                raise _Stale("a file is gone")
+            found = new + self._stirred(seen) if fresh is not None else new
+            found.sort(key=_order)
             self._read_all(found, progress, cached=fresh is not None)
         except _Stale as why:  # counters are rebuilt from today's files: read them all
             log.info("catch-up cache: %s since it was written: reading all files", why)
             assert fresh is not None  # only reading on from the cache's result raises
+            files = self._files.items()
+            found = new + [(n, self._source_of_entry(e)) for n, e in files if n in seen]
+            found.sort(key=_order)
             self._install(fresh)
             fresh = None
             self._read_all(found, progress, cached=False)
-        del found  # a name per file: gone before the cache is written (the peak of a start)
+        del found, new, seen  # a name per file: gone before the cache is written (its peak)
         unchanged = sum(self.stats.bytes_read.values()) == read_before
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
@@ -207,16 +211,17 @@ class Engine:
         """What the engine knows, for the cache; the files that can sleep fall asleep
         (`dormant`): from now on they cost a few bytes each until they change."""
         index = {id(source): i for i, source in enumerate(self.sources)}
-        files, sleeping = [], []
+        files, sleeping, old = [], Sleepers(), self._sleepers
         for name, entry in self._files.items():
-            i = index[id(entry.source)]
-            if isinstance(entry, _File) and entry.source.harness.name in pool.PARALLEL:
-                entry = asleep(entry.source, name, entry.tail, entry.reader) or entry
-                self._files[name] = entry
-            if isinstance(entry, Dormant):
-                sleeping.append((i, name, *entry.key, entry.blob))
+            if isinstance(entry, int):
+                self._files[name] = sleeping.moved(old, entry)
+                continue
+            i, key = index[id(entry.source)], settled(entry.tail)
+            if key is not None and entry.source.harness.name in pool.PARALLEL:
+                self._files[name] = sleeping.add(i, name, key, entry.tail, entry.reader)
             else:
                 files.append((i, entry.tail, entry.reader))
+        self._sleepers = sleeping
         return Snapshot(
             harnesses=[source.harness for source in self.sources],
             held=[None if s.held is None else _saved(vars(s.held)) for s in self.sources],
@@ -252,8 +257,9 @@ class Engine:
         for i, tail, reader in snapshot.files:
             path = _key(tail)
             self._files[path] = _File(self.sources[i], path, reader, tail)
-        for i, path, dev, ino, size, mtime, blob in snapshot.dormant:
-            self._files[path] = Dormant(self.sources[i], path, (dev, ino, size, mtime), blob)
+        self._sleepers = snapshot.dormant
+        names = self._sleepers.names
+        self._files.update(zip(names, range(len(names)), strict=True))
         with self.state.lock:
             vars(self.state).update(snapshot.state)
         for name, value in snapshot.stats.items():
@@ -266,16 +272,20 @@ class Engine:
         return None
 
     def _scan(
-        self, source: Source, known: Collection[str] | None = None
+        self,
+        source: Source,
+        known: Collection[str] | None = None,
+        seen: set[str] | None = None,
     ) -> list[tuple[Found, Source]]:
+        """The harness's files; with `seen`, those in `known` are noted there, not listed."""
         agent = source.harness.name
         up = True
         found: list[tuple[Found, Source]] = []
         if known is None:
-            known = {p for p, entry in self._files.items() if entry.source is source}
+            known = {p for p, e in self._files.items() if self._source_of_entry(e) is source}
         for folder in source.harness.watch_dirs:
             try:
-                found += self._walk(source, source.home / folder, known)
+                found += self._walk(source, source.home / folder, known, seen)
             except OSError as error:
                 up = False
                 self._once(source.home / folder, "read_error", agent, error)
@@ -283,13 +293,22 @@ class Engine:
         return found
 
     def _walk(
-        self, source: Source, top: Path, known: Collection[str] = frozenset()
+        self,
+        source: Source,
+        top: Path,
+        known: Collection[str] = frozenset(),
+        seen: set[str] | None = None,
     ) -> Iterator[tuple[Found, Source]]:
         """The files under `top` the harness reads; `known` (by name) were matched before and
-        come as their names: no `Path` is made for a file the engine already follows."""
-        if not top.is_dir():
-            if top.is_file() and source.harness.match(_rel(top, source)) is not None:
-                yield top, source  # a single file the harness watches
+        come as their names (no `Path` made for a file the engine already follows), or, with
+        `seen`, are added to it instead."""
+        if not top.is_dir():  # a single file the harness watches
+            if not top.is_file():
+                return
+            if seen is not None and str(top) in known:
+                seen.add(str(top))
+            elif source.harness.match(_rel(top, source)) is not None:
+                yield top, source
             return
         agent = source.harness.name
 
@@ -304,16 +323,38 @@ class Engine:
             for name in names:
                 joined = f"{folder}/{name}"
                 if joined in known:  # read before: matched then
-                    yield joined, source
+                    if seen is None:
+                        yield joined, source
+                    else:
+                        seen.add(joined)
                     continue
                 rel = rel or _rel(base, source)
                 if source.harness.match(rel / name) is not None:
                     yield base / name, source
 
+    def asleep(self, name: str) -> bool:
+        """File `name` is followed, asleep (`dormant`)."""
+        return isinstance(self._files.get(name), int)
+
+    def _stirred(self, seen: set[str]) -> list[tuple[Found, Source]]:
+        """The followed files to read again after loading the cache's result: each one awake,
+        and each sleeping one whose `stat` changed. A file not `seen` by the walk is gone:
+        `_Stale`, since what it added cannot be taken back."""
+        stirred: list[tuple[Found, Source]] = []
+        unchanged = self._sleepers.unchanged
+        for name, entry in self._files.items():
+            if name not in seen:
+                raise _Stale("a file is gone")
+            if not isinstance(entry, int):
+                stirred.append((name, entry.source))
+            elif not unchanged(entry):
+                stirred.append((name, self._source_of_sleeper(entry)))
+        return stirred
+
     def _read(self, path: Found, source: Source) -> None:
         entry = self._files.get(_name(path))
-        if isinstance(entry, Dormant):
-            if unchanged(entry):
+        if isinstance(entry, int):
+            if self._sleepers.unchanged(entry):
                 return  # what reading it would do: nothing
             entry = self._wake(entry)
         if entry is None:
@@ -327,10 +368,17 @@ class Engine:
         else:
             self._read_doc(path, entry, entry.tail)
 
-    def _wake(self, dormant: Dormant[Source]) -> _File:
-        tail, reader = woken(dormant)
-        entry = self._files[dormant.path] = _File(dormant.source, dormant.path, reader, tail)
+    def _wake(self, at: int) -> _File:
+        tail, reader = self._sleepers.woken(at)
+        name = self._sleepers.names[at]
+        entry = self._files[name] = _File(self._source_of_sleeper(at), name, reader, tail)
         return entry
+
+    def _source_of_sleeper(self, at: int) -> Source:
+        return self.sources[self._sleepers.sources[at]]
+
+    def _source_of_entry(self, entry: _File | int) -> Source:
+        return self._source_of_sleeper(entry) if isinstance(entry, int) else entry.source
 
     def _kind(self, path: Path, source: Source, rel: PurePosixPath) -> FileKind | None:
         """What the harness reads the file as; None to leave it alone (a compressed file
@@ -517,7 +565,8 @@ def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
     if snapshot is None:
         return None
     awake = {_key(tail) for i, tail, _ in snapshot.files if i == source}
-    return awake | {row[1] for row in snapshot.dormant if row[0] == source}
+    sleepers = snapshot.dormant
+    return awake | {n for n, i in zip(sleepers.names, sleepers.sources, strict=True) if i == source}
 
 
 def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:
