@@ -119,6 +119,25 @@ def test_unchanged_files_sleep_and_a_changed_one_wakes(tmp_path: Path) -> None:
     assert sum(asleep) == len(asleep) - 1
 
 
+def test_a_file_woken_at_a_warm_start_sleeps_again_once_in_the_next_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache written after a warm start that read a grown file on holds each file once
+    (the woken one's old pickle is left behind), and the start after it reads nothing."""
+    home, journal, whole = copy_interactive(tmp_path)
+    journal.write_bytes(whole[: len(whole) // 2])
+    app(home, tmp_path / "state")
+    journal.write_bytes(whole)
+    grown = app(home, tmp_path / "state")
+    opened: list[Path] = []
+    monkeypatch.setattr(tail, "_open_regular", lambda p: opened.append(p) or _open(p))
+    third = app(home, tmp_path / "state")
+    assert opened == []
+    assert len(third.engine._sleepers) == len(third.engine._files) == len(grown.engine._files)
+    reference = generate_latest(app(home, None).registry).decode()
+    assert counted(generate_latest(third.registry).decode()) == counted(reference)
+
+
 def test_files_of_readers_that_share_memory_never_sleep(tmp_path: Path) -> None:
     """Gemini CLI's readers share what a session's files say: each file stays awake."""
     (scenario, *_) = [s for s in all_scenarios() if "gemini-cli" in s.parts]

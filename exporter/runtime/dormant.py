@@ -35,9 +35,11 @@ class Sleepers:
     """Sleeping files, by index: the index of each one's source, its name, its `stat_key`
     (four values each) and its pickle (`data[offsets[i]:offsets[i + 1]]`)."""
 
-    __slots__ = ("data", "keys", "names", "offsets", "sources")
+    __slots__ = ("data", "dead", "keys", "names", "offsets", "sources")
 
     def __init__(self) -> None:
+        self.dead = 0
+        """Files woken since: their pickles are still in `data` (gone at the next copy)."""
         self.sources = array("q")
         self.names: list[str] = []
         self.keys = array("q")
@@ -70,8 +72,9 @@ class Sleepers:
         return stat_key(st) == self.key(at)
 
     def woken(self, at: int) -> tuple[Any, Any]:
-        """The follower and reader of file `at`, as they were."""
+        """The follower and reader of file `at`, as they were; the file no longer sleeps here."""
         tail, reader = pickle.loads(self.data[self.offsets[at] : self.offsets[at + 1]])
+        self.dead += 1
         return tail, reader
 
     def _append(self, source: int, name: str, key: Key, blob: bytes | bytearray) -> int:
@@ -89,6 +92,7 @@ class Sleepers:
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         sources, keys, offsets, names, data = state
+        self.dead = 0
         self.sources, self.keys, self.offsets = _column(sources), _column(keys), _column(offsets)
         self.names = names.split("\0") if names else []
         self.data = data if isinstance(data, bytearray) else bytearray(data)

@@ -143,6 +143,7 @@ class Engine:
         cached: bool,
     ) -> None:
         self._cached = cached
+        sleep = self.cache is not None  # its pickle is made for the cache anyway: made now
         try:
             with self._ahead(found) as ahead:
                 for done, (path, source) in enumerate(found, 1):
@@ -151,6 +152,8 @@ class Engine:
                         self._read(path, source)
                     else:
                         self._adopt(path, source, taken)
+                    if sleep:
+                        self._sleep(_name(path))
                     if progress is not None:
                         progress(done, len(found))
         finally:
@@ -211,10 +214,13 @@ class Engine:
         """What the engine knows, for the cache; the files that can sleep fall asleep
         (`dormant`): from now on they cost a few bytes each until they change."""
         index = {id(source): i for i, source in enumerate(self.sources)}
-        files, sleeping, old = [], Sleepers(), self._sleepers
+        old = self._sleepers
+        sleeping = Sleepers() if old.dead else old  # the woken ones' pickles left behind
+        files = []
         for name, entry in self._files.items():
             if isinstance(entry, int):
-                self._files[name] = sleeping.moved(old, entry)
+                if sleeping is not old:
+                    self._files[name] = sleeping.moved(old, entry)
                 continue
             i, key = index[id(entry.source)], settled(entry.tail)
             if key is not None and entry.source.harness.name in pool.PARALLEL:
@@ -367,6 +373,16 @@ class Engine:
             self._read_rows(path, entry, entry.tail)
         else:
             self._read_doc(path, entry, entry.tail)
+
+    def _sleep(self, name: str) -> None:
+        """A file just read falls asleep, if it can (see `dormant`)."""
+        entry = self._files.get(name)
+        if not isinstance(entry, _File) or entry.source.harness.name not in pool.PARALLEL:
+            return
+        key = settled(entry.tail)
+        if key is not None:
+            i = next(i for i, source in enumerate(self.sources) if source is entry.source)
+            self._files[name] = self._sleepers.add(i, name, key, entry.tail, entry.reader)
 
     def _wake(self, at: int) -> _File:
         tail, reader = self._sleepers.woken(at)
