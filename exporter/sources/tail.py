@@ -157,7 +157,8 @@ class JsonlTail:
     def read(self) -> TailResult:
         """Return all complete lines appended since the last call."""
         try:
-            if self._unchanged(os.stat(self.file)):
+            # a file never read has no stat to compare with: opened at once
+            if self._ident is not None and self._unchanged(os.stat(self.file)):
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
         except OSError as exc:
@@ -260,7 +261,7 @@ class ZstdJsonl:
 
     def read(self) -> TailResult:
         try:
-            if stat_key(os.stat(self.file)) == self._key:
+            if self._key is not None and stat_key(os.stat(self.file)) == self._key:
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as raw:
@@ -376,7 +377,7 @@ class JsonDoc:
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:
-            if stat_key(os.stat(self.file)) == self._key:
+            if self._key is not None and stat_key(os.stat(self.file)) == self._key:
                 return replace(self._last, changed=False, bytes_read=0)
             fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as f:
