@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 import urllib.error
@@ -105,6 +107,22 @@ def test_landing_page_lists_waiting_sessions_first(server: tuple[str, threading.
 
 def test_unknown_path_is_404(server: tuple[str, threading.Event]) -> None:
     assert fetch(server[0] + "/metrics")[0] == 404  # the path was moved to /m
+
+
+def test_a_client_that_resets_its_connection_is_not_reported(
+    server: tuple[str, threading.Event], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A probe that closes its kept-alive connection with a reset (curl in a loop, a load
+    balancer) cost a traceback on stderr each time."""
+    url, _ = server
+    host, port = url.removeprefix("http://").split(":")
+    for _ in range(3):
+        with socket.create_connection((host, int(port)), timeout=5) as client:
+            client.sendall(b"GET /-/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert client.recv(1024).startswith(b"HTTP/1.1 503")
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    assert fetch(url + "/-/healthy")[0] == 200  # the handlers of the resets are done
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_html_is_escaped() -> None:

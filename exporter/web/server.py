@@ -15,7 +15,10 @@ the families that changed since the last one (`exposition.FamilyRenders`).
 
 from __future__ import annotations
 
+import logging
 import socket
+import ssl
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +30,7 @@ from prometheus_client.exposition import choose_encoder
 from ..prometheus.exposition import FamilyRenders
 from .webconfig import WebConfig
 
+log = logging.getLogger(__name__)
 MAX_FORMATS = 8
 """Formats (content type: format, version, escaping) whose renders are shared; the Accept header
 names the version, so a client could make up any number of them."""
@@ -106,6 +110,15 @@ class Server(ThreadingHTTPServer):
         if renders is None:  # the client names its own version: rendered for it alone
             return content_type, encoder(self.registry)
         return content_type, renders.get()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a reset, a broken pipe, a time-out, a failed TLS
+        handshake) is no failure of the exporter's: not reported. Anything else is logged
+        with its traceback, never printed to stderr as `socketserver` does."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError | ssl.SSLError):
+            return
+        log.error("request from %s failed", client_address[0], exc_info=error)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
