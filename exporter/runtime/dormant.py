@@ -49,9 +49,15 @@ class Sleepers:
     def __len__(self) -> int:
         return len(self.names)
 
-    def add(self, source: int, name: str, key: Key, tail: object, reader: object) -> int:
-        """Put a file to sleep; its index."""
-        return self._append(source, name, key, pickle.dumps((tail, reader), -1))
+    def add(self, source: int, name: str, key: Key, tail: Any, reader: object) -> int:
+        """Put a file to sleep; its index. The follower is pickled without its path, which
+        `names` holds already (a third of a pickle)."""
+        tail.file = ""
+        try:
+            blob = pickle.dumps((tail, reader), -1)
+        finally:
+            tail.file = name
+        return self._append(source, name, key, blob)
 
     def moved(self, other: Sleepers, at: int) -> int:
         """File `at` of `other`, asleep here; its index here."""
@@ -74,6 +80,7 @@ class Sleepers:
     def woken(self, at: int) -> tuple[Any, Any]:
         """The follower and reader of file `at`, as they were; the file no longer sleeps here."""
         tail, reader = pickle.loads(self.data[self.offsets[at] : self.offsets[at + 1]])
+        tail.file = self.names[at]
         self.dead += 1
         return tail, reader
 
