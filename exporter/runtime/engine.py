@@ -86,6 +86,7 @@ class Engine:
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
         self._files: dict[str, _File | int] = {}  # by path; asleep: its index in `_sleepers`
         self._sleepers = Sleepers()
+        self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
@@ -127,6 +128,7 @@ class Engine:
             fresh = None
             self._read_all(found, progress, cached=False)
         del found, new, seen  # a name per file: gone before the cache is written (its peak)
+        self._walked.clear()
         unchanged = sum(self.stats.bytes_read.values()) == read_before
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
@@ -169,12 +171,13 @@ class Engine:
         for position, (name, source) in enumerate(found, 1):
             if _name(name) in self._files or source.harness.name not in pool.PARALLEL:
                 continue
-            path = Path(name)
-            rel = _rel(path, source)
+            path = _name(name)
+            rel = self._walked.get(path) or _rel(path, source)
             kind = self._kind(path, source, rel)
             if kind in ("jsonl", "zstd"):
-                jobs.append(Job(position, source.harness, rel, path, kind == "zstd", content))
-                sizes.append(_size(path))
+                job = Job(position, source.harness, rel, Path(path), kind == "zstd", content)
+                jobs.append(job)
+                sizes.append(_size(job.path))
         if sum(sizes) < self.min_bytes:
             return nullcontext()
         return Ahead(pool.batches(jobs, sizes), self.workers, steal=self.steal)
@@ -325,7 +328,7 @@ class Engine:
             self._once(Path(error.filename or top), "read_error", agent, error)
 
         for folder, _, names in os.walk(top, onerror=skipped):
-            base, rel = Path(folder), None  # once per folder: a file costs no stat
+            rel = None  # once per folder: a file costs no stat
             for name in names:
                 joined = f"{folder}/{name}"
                 if joined in known:  # read before: matched then
@@ -334,9 +337,11 @@ class Engine:
                     else:
                         seen.add(joined)
                     continue
-                rel = rel or _rel(base, source)
-                if source.harness.match(rel / name) is not None:
-                    yield base / name, source
+                rel = rel or _rel(folder, source)
+                inner = rel / name
+                if source.harness.match(inner) is not None:
+                    self._walked[joined] = inner  # matched once: `_open` needs it again
+                    yield joined, source
 
     def asleep(self, name: str) -> bool:
         """File `name` is followed, asleep (`dormant`)."""
@@ -358,13 +363,15 @@ class Engine:
         return stirred
 
     def _read(self, path: Found, source: Source) -> None:
-        entry = self._files.get(_name(path))
+        name = _name(path)
+        walked = self._walked.pop(name, None)
+        entry = self._files.get(name)
         if isinstance(entry, int):
             if self._sleepers.unchanged(entry):
                 return  # what reading it would do: nothing
             entry = self._wake(entry)
         if entry is None:
-            entry = self._open(Path(path), source)
+            entry = self._open(name, source, walked)
             if entry is None:
                 return
         if isinstance(entry.tail, JsonlTail | ZstdJsonl):
@@ -396,16 +403,17 @@ class Engine:
     def _source_of_entry(self, entry: _File | int) -> Source:
         return self._source_of_sleeper(entry) if isinstance(entry, int) else entry.source
 
-    def _kind(self, path: Path, source: Source, rel: PurePosixPath) -> FileKind | None:
+    def _kind(self, path: str, source: Source, rel: PurePosixPath) -> FileKind | None:
         """What the harness reads the file as; None to leave it alone (a compressed file
         whose plain twin exists: the plain file wins)."""
         kind = source.harness.match(rel)
-        if kind is None or (kind == "zstd" and path.with_suffix("").exists()):
+        if kind is None or (kind == "zstd" and Path(path).with_suffix("").exists()):
             return None
         return kind
 
-    def _open(self, path: Path, source: Source) -> _File | None:
-        rel = _rel(path, source)
+    def _open(self, path: str, source: Source, rel: PurePosixPath | None = None) -> _File | None:
+        """Follow the file at `path` (`rel` below the home, if the walk that found it knew)."""
+        rel = rel or _rel(path, source)
         kind = self._kind(path, source, rel)
         if kind is None:
             return None
@@ -414,7 +422,7 @@ class Engine:
         if kind == "sqlite":
             if not isinstance(reader, TableReader):
                 return None
-            tail = SqliteTail(path, reader.log)
+            tail = SqliteTail(Path(path), reader.log)
         elif kind not in ("doc", "text"):
             tail = JsonlTail(path) if kind == "jsonl" else ZstdJsonl(path)
         key = _key(tail)
@@ -569,11 +577,11 @@ def _database_of(path: Path, source: Source) -> Path:
     return path
 
 
-def _rel(path: Path, source: Source) -> PurePosixPath:
+def _rel(path: Found, source: Source) -> PurePosixPath:
     text, home = os.fspath(path), os.fspath(source.home)
     if text.startswith(home) and text[len(home) : len(home) + 1] == "/":  # no Path made
         return PurePosixPath(text[len(home) + 1 :])
-    return PurePosixPath(path.relative_to(source.home).as_posix())
+    return PurePosixPath(Path(path).relative_to(source.home).as_posix())
 
 
 def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
