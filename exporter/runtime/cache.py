@@ -4,7 +4,8 @@ Reading years of history again at each start costs seconds per hundred megabytes
 reading it does not change unless the files do. After a catch-up the engine hands over what it
 built: the folded state, the health counters, and for every file its follower (offset, identity,
 size, modification time, first bytes) and its reader (a reader remembers what the file told it
-so far). The next start loads that and looks at every file again: an unchanged file costs one
+so far); the files asleep (`dormant`: those of Claude Code and Codex once read) as the columns
+of `Sleepers`. The next start loads that and looks at every file again: an unchanged file costs one
 `stat`, a file that grew is read on from where the last run stopped, a truncated or replaced one
 is read again from its start, a new one is read, a gone one is forgotten: exactly what a running
 exporter does when a file changes, so a restart ends with the same counters as a run that never
@@ -73,9 +74,8 @@ def code_digest() -> str:
     """A digest of the exporter's own source (every module of the package) and the Python
     running it."""
     digest = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
-    package = PACKAGE
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 

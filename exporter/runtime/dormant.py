@@ -22,13 +22,13 @@ from typing import Any
 from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl, stat_key
 
 Key = tuple[int, int, int, int]
-SLEEPERS = (JsonlTail, ZstdJsonl, JsonDoc)
+_CAN_SLEEP = (JsonlTail, ZstdJsonl, JsonDoc)
 """The followers that can sleep: those that know when a read would find nothing."""
 
 
 def settled(tail: object) -> Key | None:
     """The `stat_key` at which `tail` would read nothing; None when it cannot sleep."""
-    return tail.settled() if isinstance(tail, SLEEPERS) else None
+    return tail.settled() if isinstance(tail, _CAN_SLEEP) else None
 
 
 class Sleepers:

@@ -86,6 +86,7 @@ class Engine:
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
         self._files: dict[str, _File | int] = {}  # by path; asleep: its index in `_sleepers`
         self._sleepers = Sleepers()
+        self._index = {id(source): i for i, source in enumerate(self.sources)}  # source → i
         self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
         self._pending: bytes | None = None  # the cache's new content, not written yet
@@ -216,7 +217,7 @@ class Engine:
     def _snapshot(self) -> Snapshot:
         """What the engine knows, for the cache; the files that can sleep fall asleep
         (`dormant`): from now on they cost a few bytes each until they change."""
-        index = {id(source): i for i, source in enumerate(self.sources)}
+        index = self._index
         old = self._sleepers
         sleeping = Sleepers() if old.dead else old  # the woken ones' pickles left behind
         files = []
@@ -388,7 +389,7 @@ class Engine:
             return
         key = settled(entry.tail)
         if key is not None:
-            i = next(i for i, source in enumerate(self.sources) if source is entry.source)
+            i = self._index[id(entry.source)]
             self._files[name] = self._sleepers.add(i, name, key, entry.tail, entry.reader)
 
     def _wake(self, at: int) -> _File:

@@ -36,5 +36,5 @@ def _read_toml(name: str, path: Path) -> Document:
     except FileNotFoundError:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as error:
-        log.warning("%s: %s: %s (using the default session folder and model)", name, path, error)
+        log.warning("%s: %s: %s (its defaults hold)", name, path, error)
         return {}
