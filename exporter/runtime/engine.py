@@ -89,7 +89,7 @@ class Engine:
         self._index = {id(source): i for i, source in enumerate(self.sources)}  # source → i
         self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
-        self._pending: bytes | None = None  # the cache's new content, not written yet
+        self._pending: memoryview | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
 
     @property
