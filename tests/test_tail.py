@@ -33,13 +33,13 @@ def test_append(log: Path) -> None:
     append(log, b'{"a":1}\n{"b":2}\n')
     first = tail.read()
     assert first.lines == [
-        Line(log, 0, 1, b'{"a":1}'),
-        Line(log, 8, 2, b'{"b":2}'),
+        Line(str(log), 0, 1, b'{"a":1}'),
+        Line(str(log), 8, 2, b'{"b":2}'),
     ]
     assert (first.reset, first.bytes_read, first.error, first.oversized) == (False, 16, None, 0)
     append(log, b'{"c":3}\n')
     second = tail.read()
-    assert second.lines == [Line(log, 16, 3, b'{"c":3}')]
+    assert second.lines == [Line(str(log), 16, 3, b'{"c":3}')]
     assert second.bytes_read == 8
     assert tail.offset == 24
     assert tail.read() == TailResult([], False, 0, None, 0)
@@ -64,7 +64,7 @@ def test_partial_last_line_held_back(log: Path) -> None:
     assert tail.offset == 8
     assert tail.read().lines == []
     append(log, b"2}\n")
-    assert tail.read().lines == [Line(log, 8, 2, b'{"b":2}')]
+    assert tail.read().lines == [Line(str(log), 8, 2, b'{"b":2}')]
     assert tail.offset == log.stat().st_size
 
 
@@ -91,11 +91,11 @@ def test_truncation_resets(log: Path) -> None:
         f.truncate(len(HEADER) + 1)
     result = tail.read()
     assert result.reset
-    assert result.lines == [Line(log, 0, 1, HEADER)]
+    assert result.lines == [Line(str(log), 0, 1, HEADER)]
     append(log, b'{"c":3}\n')
     after = tail.read()
     assert not after.reset
-    assert after.lines == [Line(log, len(HEADER) + 1, 2, b'{"c":3}')]
+    assert after.lines == [Line(str(log), len(HEADER) + 1, 2, b'{"c":3}')]
 
 
 def test_rewrite_same_size_detected(log: Path, tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_rewrite_in_place_detected(log: Path) -> None:
     assert (log.stat().st_ino, log.stat().st_size) == (before.st_ino, before.st_size)
     result = tail.read()
     assert result.reset
-    assert result.lines == [Line(log, 0, 1, b'{"q":7}')]
+    assert result.lines == [Line(str(log), 0, 1, b'{"q":7}')]
 
 
 def test_deleted_file_reports_error_then_recreated_resets(log: Path) -> None:
@@ -149,7 +149,7 @@ def test_new_file(tmp_path: Path) -> None:
     path.write_bytes(b'{"a":1}\n')
     result = tail.read()
     assert (result.error, result.reset) == (None, False)
-    assert result.lines == [Line(path, 0, 1, b'{"a":1}')]
+    assert result.lines == [Line(str(path), 0, 1, b'{"a":1}')]
 
 
 def test_permission_denied(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,7 +188,7 @@ def test_crlf(log: Path) -> None:
     tail = JsonlTail(log)
     assert texts(tail.read()) == [b'{"a":1}']
     append(log, b"\n")
-    assert tail.read().lines == [Line(log, 9, 2, b'{"b":2}')]
+    assert tail.read().lines == [Line(str(log), 9, 2, b'{"b":2}')]
 
 
 def test_oversized_line_skipped_bounded(log: Path) -> None:

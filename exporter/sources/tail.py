@@ -44,7 +44,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -72,7 +72,8 @@ class Line(NamedTuple):
     """One complete line of a JSONL file (a named tuple: one is made per record, and a tuple is
     made several times faster than a frozen dataclass)."""
 
-    path: Path
+    file: str
+    """The file's path, as its follower holds it (no `Path` made per read)."""
     offset: int
     """Byte offset of the line start."""
     number: int
@@ -225,7 +226,7 @@ class JsonlTail:
         """Consume the complete lines at the front of `data` (each a view of `data`, not a
         copy); return the rest and how many lines were too long."""
         oversized = start = 0
-        find, path, view = data.find, Path(self.file), memoryview(data)
+        find, path, view = data.find, self.file, memoryview(data)
         while (end := find(b"\n", start)) >= 0:
             if cursor.discarding:
                 cursor.discarding = False
@@ -288,7 +289,7 @@ class ZstdJsonl:
         """Every line of the stream; the last one needs no newline (the file is complete)."""
         lines: list[Line] = []
         oversized = number = offset = 0
-        buf, skipping, path = b"", False, Path(self.file)
+        buf, skipping, path = b"", False, self.file
         for chunk in _decompressed(raw):
             *complete, rest = (buf + chunk).split(b"\n")
             for text in complete:
@@ -378,11 +379,14 @@ class JsonDoc:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:
             if self._key is not None and stat_key(os.stat(self.file)) == self._key:
-                return replace(self._last, changed=False, bytes_read=0)
+                last = self._last
+                return DocResult(False, None, last.error, 0) if last.error else _NOTHING
             fd, st = _open_regular(self.file)
-            with os.fdopen(fd, "rb") as f:
+            try:
                 key = stat_key(st)
-                raw = f.read(self._max + 1) if key[2] <= self._max else b""
+                raw = _read_up_to(fd, self._max + 1, key[2]) if key[2] <= self._max else b""
+            finally:
+                os.close(fd)
         except OSError as exc:
             return self._failed(_error_code(exc))
         if key[2] > self._max or len(raw) > self._max:
@@ -407,8 +411,18 @@ class JsonDoc:
         return self._settle(None, DocResult(changed, None, error, 0))
 
     def _settle(self, key: tuple[int, int, int, int] | None, result: DocResult) -> DocResult:
-        self._key, self._last = key, replace(result, data=None)
+        kept = _NOTHING if result.error is None else DocResult(False, None, result.error, 0)
+        self._key, self._last = key, kept  # what a read of the same content repeats
         return result
+
+
+def _read_up_to(fd: int, limit: int, size: int) -> bytes:
+    """At most `limit` bytes of `fd`, fewer at its end, which the file's `size` foretells
+    (no file object, no buffer of `limit` bytes made for a small file)."""
+    data = os.read(fd, min(limit, size + 1))
+    while len(data) < limit and (more := os.read(fd, min(limit - len(data), _CHUNK))):
+        data += more
+    return data
 
 
 def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
