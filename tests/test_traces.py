@@ -8,6 +8,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from exporter.events import ModelResponded
 from exporter.runtime.engine import Engine
 from exporter.state.health import Stats
 from exporter.state.labels import ProjectLabel
@@ -115,7 +116,7 @@ def test_history_is_not_sent_unless_asked(scenario: Path) -> None:
 
 
 def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
-    from exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnStarted
+    from exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnEnded, TurnStarted
 
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)
@@ -142,6 +143,8 @@ def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
     state.apply(a, ToolCallStarted(session_id=s, at=101.0, call_id="t1", tool="Bash"))
     index("waiting", 102.0, "permission prompt")
     index("busy", 110.0)
+    state.apply(a, TurnEnded(session_id=s, at=111.0, outcome="completed"))
+    state.refresh(111.0, lambda pid: 50.0)  # the turn is complete: its spans are sent
     provider.force_flush()
     (wait,) = [span for span in memory.get_finished_spans() if span.name.startswith("wait")]
     assert wait.name == "wait permission prompt"
@@ -278,3 +281,72 @@ def test_captured_secrets_are_redacted() -> None:
     for secret in ("abcdefghijklmnopqrstu", "hunter22", "abcdefghijk123"):
         assert secret not in text
     assert text.count("[REDACTED]") == 3
+
+
+_USAGE_KEYS = {
+    "input": "gen_ai.usage.input_tokens",
+    "output": "gen_ai.usage.output_tokens",
+    "cache_read": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write": "gen_ai.usage.cache_creation.input_tokens",
+    "reasoning": "gen_ai.usage.reasoning.output_tokens",
+}
+
+
+class _Carried(State):
+    """A state that notes the usage no response can show (`carried`: Vibe's totals of
+    responses whose records are gone), the largest per id as the state counts it."""
+
+    def __init__(self, observer: SpanWriter) -> None:
+        super().__init__(observer=observer)
+        self.carried: dict[str, dict[str, int]] = {}
+
+    def apply(self, agent: str, event: object) -> None:
+        if isinstance(event, ModelResponded) and event.carried:
+            known = self.carried.setdefault(event.message_id, {})
+            for kind, value in event.usage.as_dict().items():
+                known[kind] = max(known.get(kind, 0), value)
+        super().apply(agent, event)  # type: ignore[arg-type]
+
+
+def test_chat_spans_are_the_responses_the_metrics_count(scenario: Path) -> None:
+    """One chat span per model response (one per response id, never two spans with one id),
+    and their usage sums to the sessions' token counters, less usage no response shows."""
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    state = _Carried(SpanWriter(tracer(provider), ProjectLabel("path", "/home/user")))
+    Engine([source_for(scenario / "home")], state, Stats()).catch_up()
+    state.refresh(NOW, lambda pid: None)
+    provider.shutdown()
+    spans = memory.get_finished_spans()
+    ids = [(s.context.trace_id, s.context.span_id) for s in spans]
+    assert len(ids) == len(set(ids)), "two spans with one id"
+    chats = [s for s in spans if (s.attributes or {}).get("gen_ai.response.id")]
+    responses = [(s.attributes or {})["gen_ai.response.id"] for s in chats]
+    assert len(responses) == len(set(responses)), "a response told by two chat spans"
+    for kind, key in _USAGE_KEYS.items():
+        shown = sum(int((s.attributes or {}).get(key, 0)) for s in chats)  # type: ignore[arg-type]
+        counted = sum(getattr(s.tokens, kind) for s in state.sessions.values())
+        carried = sum(c.get(kind, 0) for c in state.carried.values())
+        assert shown == counted - carried, kind
+
+
+def test_invoke_agent_spans_carry_the_usage_of_the_chats_beneath(scenario: Path) -> None:
+    spans = spans_for(scenario / "home")
+    children: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        if span.parent is not None:
+            children.setdefault(span.parent.span_id, []).append(span)
+
+    def beneath(span: ReadableSpan) -> int:
+        below = children.get(span.context.span_id, [])
+        own = sum(
+            int((c.attributes or {}).get("gen_ai.usage.output_tokens", 0))  # type: ignore[arg-type]
+            for c in below
+            if (c.attributes or {}).get("gen_ai.operation.name") == "chat"
+        )
+        return own + sum(beneath(c) for c in below if not c.name.startswith("chat"))
+
+    for span in spans:
+        if span.name.startswith("invoke_agent"):
+            attributes = span.attributes or {}
+            assert attributes.get("gen_ai.usage.output_tokens") == beneath(span), span.name

@@ -20,7 +20,12 @@ class Observer(Protocol):
     def turn_started(
         self, session: Session, at: float, record_id: str, prompt: str | None
     ) -> None: ...
-    def turn_ended(self, session: Session, at: float, outcome: str) -> None: ...
+    def turn_ended(self, session: Session, at: float, outcome: str) -> None:
+        """Also told when no turn was open: the agent worked on its own (a hand-back)."""
+
+    def settled(self) -> None:
+        """The reading settled (after a catch-up, after each batch of changes)."""
+
     def responded(
         self, session: Session, sub: Subagent | None, event: ModelResponded, usage: Usage
     ) -> None: ...
@@ -66,4 +71,7 @@ class NoObserver:
         pass
 
     def waited(self, session: Session, reason: str, start: float, end: float) -> None:
+        pass
+
+    def settled(self) -> None:
         pass

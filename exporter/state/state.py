@@ -242,8 +242,9 @@ class State:
 
     def _turn_ended(self, session: Session, at: float, outcome: TurnOutcome) -> None:
         session.touch(at)
-        if session.turn_open_at is None:
-            return  # duplicate end (thinking + text + turn_duration): the first one counts
+        if session.turn_open_at is None:  # a duplicate end (thinking + text + turn_duration),
+            self.observer.turn_ended(session, at, outcome)  # or the end of work of its own
+            return
         duration = max(0.0, at - session.turn_open_at)
         session.turn_open_at = None
         session.count_turn(outcome)
@@ -386,6 +387,7 @@ class State:
                 self._close(busy, last, foreground_only=False)
         if idle:
             self._keep_busy(set(self._busy))
+        self.observer.settled()
 
     def _settle_held(self, now: float, probe: Probe) -> None:
         """Entries made from open files (agents without a live index): forget those whose process

@@ -39,6 +39,7 @@ OP_EXECUTE_TOOL = "execute_tool"
 # Our own additions, outside the gen_ai namespace.
 PROJECT = "coding_agent.project"
 TURN_OUTCOME = "coding_agent.turn.outcome"
+TURN_TRIGGER = "coding_agent.turn.trigger"  # "prompt", or "continuation": no prompt began it
 SESSION_KIND = "coding_agent.session.kind"
 TOOL_OUTCOME = "coding_agent.tool.outcome"
 SUBAGENT_BACKGROUND = "coding_agent.subagent.background"

@@ -1,7 +1,7 @@
 """Spans from the work `State` counted: one trace per turn, with the OpenTelemetry API only.
 
     invoke_agent claude-code                  the turn, from the prompt to its end
-    ├── chat claude-opus-4-8                  one model response: request sent → response written
+    ├── chat claude-opus-4-8                  one model response: request sent → last record of it
     ├── execute_tool Bash                     a tool call: call → result
     │   └── wait permission prompt            the live index said the session waited for the user
     └── execute_tool Agent
@@ -12,6 +12,24 @@ record ids (session, prompt record, message, tool call), and a child finds its p
 computing the parent's id, so the same turn always yields the same ids and the order in which
 files are read does not change the tree. Work of a sub-agent whose launching call is not known
 yet is held until it is. Turns that started before `since` are not sent (no history by default).
+
+A turn's spans are started as its work is read and ended together, once the turn is complete
+(`Tree`): the turn ended, every sub-agent in it ended, and the reading settled (`settled`,
+after a catch-up and after each batch of changes), so work read later than its parent (a
+sub-agent's file read after the lead's, which already told the sub-agent's end) still joins it.
+Then each model response is one `chat` span, whatever number of records (one per content block,
+in the lead's and sub-agent files) told it, with the largest usage they gave, as the metrics
+count it; each `invoke_agent` span (the turn's, each sub-agent's) carries the sum of the usage
+of the chats beneath it. At most `MAX_TREES` turns wait to be complete; beyond, the oldest is
+sent as it is.
+
+Lead-agent work read while no turn is open is held: a turn started next takes it (Claude Code
+writes an interactive session's first prompt after the records of its first response); a turn
+that just ended takes what is no later than its end; otherwise, once the agent says the turn is
+over (or the reading settles), it is a turn of its own (`coding_agent.turn.trigger` =
+`continuation`: the agent went on without a prompt, after a sub-agent handed back or a
+background task finished), in a trace of its own linked (`follows_from`) to the session's turn
+before it.
 """
 
 from __future__ import annotations
@@ -21,10 +39,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+)
 
 from ..events import ModelFailed, ModelResponded, ToolCallEnded, ToolCallStarted, Usage
 from ..state import ids
@@ -33,15 +58,18 @@ from ..state.session import Session, Subagent
 from . import semconv as sc
 from .checkpoint import Checkpoint
 from .redact import redact
+from .turns import Chat, Held, Sub, Tree, messages, ns, usage_attributes
 
 NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids", default=None)
 """(trace id, span id) the SDK's id generator should hand out for the span being started."""
 MAX_HELD = 10_000
-"""Tool-call contexts and held sub-agent calls kept at most (oldest dropped first)."""
+"""Tool-call contexts, held sub-agent work and held lead work kept at most (oldest dropped)."""
+MAX_TREES = 2_000
+"""Turns waiting to be complete at most (the oldest is sent as it is)."""
+SENT_CHATS = 10_000
+"""Responses whose span was sent, remembered so a late record of one makes no second span."""
 
-
-def _ns(at: float) -> int:
-    return round(at * 1_000_000_000)
+Key = tuple[str, str]  # (agent, session id)
 
 
 @contextmanager
@@ -51,36 +79,6 @@ def _ids(trace_id: int, span_id: int) -> Iterator[None]:
         yield
     finally:
         NEXT_IDS.reset(token)
-
-
-@dataclass(slots=True)
-class _Turn:
-    context: SpanContext
-    span: Span | None  # None once ended: later stray work still joins this trace
-    tokens: Usage
-
-
-@dataclass(slots=True)
-class _Chat:
-    span: Span
-    message_id: str
-    end: float
-    text: list[str] = field(default_factory=list)
-
-
-def _messages(role: str, text: str) -> str:
-    """A GenAI semconv message list with one text part, as the JSON string attribute."""
-    return json.dumps([{"role": role, "parts": [{"type": "text", "content": redact(text)}]}])
-
-
-def _usage_attributes(usage: Usage) -> dict[str, int]:
-    return {
-        sc.USAGE_INPUT_TOKENS: usage.input,
-        sc.USAGE_OUTPUT_TOKENS: usage.output,
-        sc.USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read,
-        sc.USAGE_CACHE_CREATION_INPUT_TOKENS: usage.cache_write,
-        sc.USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning,
-    }
 
 
 class SpanWriter:
@@ -97,23 +95,62 @@ class SpanWriter:
     ) -> None:
         self.tracer, self.project, self.since, self.capture = tracer, project, since, capture
         self.checkpoint = checkpoint or Checkpoint(None)
-        self._turns: dict[tuple[str, str], _Turn | None] = {}
-        self._tools: dict[str, Span] = {}
-        self._tool_contexts: OrderedDict[str, SpanContext] = OrderedDict()
-        self._subagents: dict[int, Span] = {}
-        self._sub_contexts: OrderedDict[int, SpanContext] = OrderedDict()
-        self._chats: dict[tuple[str, str, str], _Chat] = {}
+        self._turns: dict[Key, Tree | None] = {}  # the session's last turn (None: not traced)
+        self._trees: OrderedDict[int, Tree] = OrderedDict()  # by trace id, not sent yet
+        self._previous: dict[Key, SpanContext] = {}  # the root of the session's last turn
+        self._lead_held: dict[Key, list[Held]] = {}
+        self._tools: dict[str, tuple[Span, int]] = {}  # open call → its span and owner
+        self._tool_contexts: OrderedDict[str, tuple[SpanContext, int]] = OrderedDict()
+        self._subagents: dict[int, Sub] = {}  # id(sub) → its span, while its turn is not sent
+        self._sub_contexts: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
+        self._chats: dict[str, Chat] = {}  # by response id, while its turn is not sent
+        self._sent_chats: OrderedDict[str, None] = OrderedDict()
         self._held: dict[int, list[Callable[[], None]]] = {}
+        self._held_subs: dict[int, tuple[Session, Subagent]] = {}  # whose work is held
+        self._beneath_turn: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
         self._held_calls: dict[str, int] = {}  # tool call → the sub-agent whose work is held
 
     # -- turns ---------------------------------------------------------------------------------
 
     def turn_started(self, session: Session, at: float, record_id: str, prompt: str | None) -> None:
         key = (session.agent, session.session_id)
+        held = self._lead_held.pop(key, [])
+        tree = self._begin(session, record_id, min([at, *(h.at for h in held)]), "prompt")
+        if tree is None:
+            return
+        if self.capture and prompt:
+            tree.root.set_attribute(sc.INPUT_MESSAGES, messages("user", prompt))
+        for work in held:
+            work.replay()
+
+    def turn_ended(self, session: Session, at: float, outcome: str) -> None:
+        key = (session.agent, session.session_id)
+        tree = self._turns.get(key)
+        if tree is None or tree.ended_at is not None:  # no turn open: work of its own, if any
+            if not self._continued(session, at, outcome):
+                return
+            tree = self._turns.get(key)
+            if tree is None:
+                return
+        tree.ended_at, tree.outcome = max(at, tree.start), outcome
+        tree.model = session.model
+
+    def settled(self) -> None:
+        """The reading settled: held lead work becomes turns of its own, complete turns are
+        sent."""
+        for held in list(self._lead_held.values()):
+            self._continued(held[0].session, None, "completed")
+        for sub_id, (session, sub) in list(self._held_subs.items()):
+            self._adopted(session, sub, sub_id)
+        for trace_id in [t for t, tree in self._trees.items() if tree.complete]:
+            self._send(self._trees.pop(trace_id))
+
+    def _begin(self, session: Session, record_id: str, at: float, trigger: str) -> Tree | None:
+        key = (session.agent, session.session_id)
         trace_id = ids.turn_trace(*key, record_id)
         if at < self.since or trace_id in self.checkpoint:
             self._turns[key] = None
-            return
+            return None
         attributes = {
             sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.AGENT_NAME: session.agent,
@@ -121,32 +158,49 @@ class SpanWriter:
             sc.CONVERSATION_ID: session.session_id,
             sc.PROJECT: self.project(session.cwd),
             sc.SESSION_KIND: session.kind or "interactive",
+            sc.TURN_TRIGGER: trigger,
         }
-        if self.capture and prompt:
-            attributes[sc.INPUT_MESSAGES] = _messages("user", prompt)
-        span = self._start(
-            f"invoke_agent {session.agent}",
-            None,
-            trace_id,
-            ids.turn_span(*key, record_id),
-            at,
-            attributes,
+        before = self._previous.get(key)
+        links = [Link(before)] if trigger != "prompt" and before is not None else None
+        span_id = ids.turn_span(*key, record_id)
+        root = self._start(
+            f"invoke_agent {session.agent}", None, trace_id, span_id, at, attributes, links=links
         )
-        self._turns[key] = _Turn(span.get_span_context(), span, session.tokens)
+        tree = Tree(root, root.get_span_context(), at)
+        tree.invokes[span_id] = None
+        self._turns[key] = tree
+        self._previous[key] = tree.context
+        self._trees[trace_id] = tree
+        while len(self._trees) > MAX_TREES:
+            self._send(self._trees.popitem(last=False)[1])
+        return tree
 
-    def turn_ended(self, session: Session, at: float, outcome: str) -> None:
-        turn = self._turns.get((session.agent, session.session_id))
-        self._close_lane(session, None)
-        if turn is None or turn.span is None:
-            return
-        span, turn.span = turn.span, None
-        if session.model:
-            span.set_attribute(sc.REQUEST_MODEL, session.model)
-        span.set_attributes(_usage_attributes(session.tokens.minus(turn.tokens)))
-        span.set_attribute(sc.TURN_OUTCOME, outcome)
-        if outcome == "failed":
-            span.set_status(Status(StatusCode.ERROR, "the turn ended in an API error"))
-        span.end(_ns(at))  # the checkpoint notes the turn when this span is sent
+    def _continued(self, session: Session, at: float | None, outcome: str) -> bool:
+        """Held lead work as a turn of its own, ended at `at` (None: its last work)."""
+        held = self._lead_held.pop((session.agent, session.session_id), [])
+        if not held:
+            return False
+        first = min(held, key=lambda h: h.at)
+        tree = self._begin(session, f"continued:{first.key}", first.at, "continuation")
+        if tree is None:
+            return True
+        for work in held:
+            work.replay()
+        tree.ended_at = max(at if at is not None else max(h.at for h in held), tree.start)
+        tree.outcome, tree.model = outcome, session.model
+        return True
+
+    def _send(self, tree: Tree) -> None:
+        for response_id in tree.send(self.capture):
+            self._chats.pop(response_id, None)
+            self._sent_chats[response_id] = None
+        while len(self._sent_chats) > SENT_CHATS:
+            self._sent_chats.popitem(last=False)
+        for member in tree.members:
+            if isinstance(member, str):
+                self._tools.pop(member, None)
+            else:
+                self._subagents.pop(member, None)
 
     # -- model calls ---------------------------------------------------------------------------
 
@@ -155,28 +209,30 @@ class SpanWriter:
     ) -> None:
         if event.carried:
             return  # usage of responses whose records are gone: no call to show
-        lane = self._lane(session, sub)
-        chat = self._chats.get(lane)
-        if chat is not None and chat.message_id == event.message_id:
-            chat.span.set_attributes(_usage_attributes(usage))
-            chat.end = max(chat.end, event.at)
-            self._reply(chat, event.text)
+        found = self._chats.get(event.message_id)
+        if found is not None:  # another record of the same response
+            found.usage, found.end = usage, max(found.end, event.at)
+            if event.finish_reason:
+                found.span.set_attribute(sc.RESPONSE_FINISH_REASONS, [event.finish_reason])
+            self._reply(found, event.text)
             return
-        parent = self._parent(session, sub, lambda: self.responded(session, sub, event, usage))
-        self._close_lane(session, sub)
-        if parent is None:
+        if event.message_id in self._sent_chats:
+            return  # a late record of a response already sent
+        start = min(event.requested_at or event.at, event.at)
+        retry = lambda: self.responded(session, sub, event, usage)  # noqa: E731
+        where = self._parent(session, sub, start, event.message_id, retry)
+        if where is None:
             return
+        parent, owner, tree = where
         attributes: dict[str, str | int | list[str]] = {
             sc.OPERATION_NAME: sc.OP_CHAT,
             sc.PROVIDER_NAME: sc.PROVIDERS.get(session.agent, session.agent),
             sc.REQUEST_MODEL: event.model,
             sc.RESPONSE_MODEL: event.model,
             sc.RESPONSE_ID: event.message_id,
-            **_usage_attributes(usage),
         }
         if event.finish_reason:
             attributes[sc.RESPONSE_FINISH_REASONS] = [event.finish_reason]
-        start = min(event.requested_at or event.at, event.at)
         span = self._start(
             f"chat {event.model}",
             parent,
@@ -186,39 +242,44 @@ class SpanWriter:
             attributes,
             kind=SpanKind.CLIENT,
         )
-        self._chats[lane] = chat = _Chat(span, event.message_id, event.at)
+        chat = Chat(span, owner, usage, event.at)
+        if tree is None:  # its turn was sent already
+            span.set_attributes(usage_attributes(usage))
+            span.end(ns(event.at))
+            return
+        tree.chats[event.message_id] = self._chats[event.message_id] = chat
         self._reply(chat, event.text)
-        if sub is not None and sub.state != "running":
-            self._close_lane(session, sub)  # read after its sub-agent ended: nothing follows
 
     def failed(self, session: Session, sub: Subagent | None, event: ModelFailed) -> None:
-        parent = self._parent(session, sub, lambda: self.failed(session, sub, event))
-        self._close_lane(session, sub)
-        if parent is None:
+        start, stable = min(event.requested_at or event.at, event.at), f"failed:{event.at}"
+        where = self._parent(session, sub, start, stable, lambda: self.failed(session, sub, event))
+        if where is None:
             return
+        parent, _, tree = where
         model = event.model or session.model or "unknown"
         span = self._start(
             f"chat {model}",
             parent,
             parent.trace_id,
             ids.derive(8, "failed", session.session_id, str(event.at)),
-            min(event.requested_at or event.at, event.at),
+            start,
             {sc.OPERATION_NAME: sc.OP_CHAT, sc.REQUEST_MODEL: model, sc.ERROR_TYPE: event.error},
             kind=SpanKind.CLIENT,
         )
         span.set_status(Status(StatusCode.ERROR, f"API error {event.error}"))
-        span.end(_ns(event.at))
+        self._end(tree, span, event.at, start)
 
     # -- tool calls ----------------------------------------------------------------------------
 
     def tool_started(self, session: Session, sub: Subagent | None, event: ToolCallStarted) -> None:
         call_id, tool, at = event.call_id, event.tool, event.at
-        parent = self._parent(session, sub, lambda: self.tool_started(session, sub, event))
-        self._close_lane(session, sub)
-        if parent is None:
+        retry = lambda: self.tool_started(session, sub, event)  # noqa: E731
+        where = self._parent(session, sub, at, call_id, retry)
+        if where is None:
             if sub is not None and id(sub) in self._held:
                 self._held_calls[call_id] = id(sub)
             return
+        parent, owner, tree = where
         attributes = {
             sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL,
             sc.TOOL_NAME: tool,
@@ -236,8 +297,11 @@ class SpanWriter:
             at,
             attributes,
         )
-        self._tools[call_id] = span
-        self._remember(call_id, span.get_span_context())
+        self._tools[call_id] = (span, owner)
+        if tree is not None:
+            tree.ends[span.get_span_context().span_id] = (span, at, None)
+            tree.members.append(call_id)
+        self._remember(call_id, span.get_span_context(), owner)
 
     def tool_ended(self, session: Session, event: ToolCallEnded) -> None:
         call_id, outcome, at = event.call_id, event.outcome, event.at
@@ -245,22 +309,25 @@ class SpanWriter:
         if held is not None:
             held.append(lambda: self.tool_ended(session, event))
             return
-        span = self._tools.pop(call_id, None)
-        if span is None:
+        if call_id not in self._tools:
+            held_calls = self._lead_held.get((session.agent, session.session_id), [])
+            if any(h.key == call_id for h in held_calls):  # its call waits for a turn
+                self._lead_work(session, at, call_id, lambda: self.tool_ended(session, event))
             return
+        span, _ = self._tools.pop(call_id)
         if self.capture and event.result:
             span.set_attribute(sc.TOOL_CALL_RESULT, redact(event.result))
         span.set_attribute(sc.TOOL_OUTCOME, outcome)
         if outcome != "ok":
             span.set_attribute(sc.ERROR_TYPE, outcome)
             span.set_status(Status(StatusCode.ERROR, f"tool call {outcome}"))
-        span.end(_ns(at))
+        self._end(self._trees.get(span.get_span_context().trace_id), span, at)
 
     def waited(self, session: Session, reason: str, start: float, end: float) -> None:
         open_tools = [c for c, t in session.open_tools.items() if t.subagent is None]
-        context = self._tool_contexts.get(open_tools[-1]) if open_tools else None
+        known = self._tool_contexts.get(open_tools[-1]) if open_tools else None
         turn = self._turns.get((session.agent, session.session_id))
-        parent = context or (turn.context if turn is not None else None)
+        parent = known[0] if known else (turn.context if turn is not None else None)
         if parent is None:
             return
         span = self._start(
@@ -271,7 +338,7 @@ class SpanWriter:
             start,
             {sc.WAIT_REASON: reason},
         )
-        span.end(_ns(end))
+        self._end(self._trees.get(parent.trace_id), span, end, start)
 
     # -- sub-agents ----------------------------------------------------------------------------
 
@@ -280,28 +347,32 @@ class SpanWriter:
             replay()
 
     def subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
-        self._close_lane(session, sub)
-        if id(sub) in self._sub_contexts and id(sub) not in self._subagents:
-            return  # its span ended already
-        span = self._subagent_span(session, sub)
-        if span is None:
+        found = self._subagent_span(session, sub)
+        if found is None:
             if id(sub) in self._held:
                 self._held[id(sub)].append(lambda: self.subagent_ended(session, sub, outcome, at))
             return
+        if found.ended:
+            return  # told already
+        found.ended, span = True, found.span
         span.set_attribute(sc.SUBAGENT_OUTCOME, outcome)
         if outcome == "failed":
             span.set_status(Status(StatusCode.ERROR, "sub-agent failed"))
-        span.set_attributes(_usage_attributes(sub.tokens))
-        span.end(_ns(max(at, sub.started_at or at)))
-        del self._subagents[id(sub)]
+        tree = self._trees.get(span.get_span_context().trace_id)
+        if tree is not None:
+            tree.open_subs -= 1
+        self._end(tree, span, max(at, sub.started_at or at))
 
-    def _subagent_span(self, session: Session, sub: Subagent) -> Span | None:
+    def _subagent_span(self, session: Session, sub: Subagent) -> Sub | None:
+        """Its span while its turn is not sent; None when sent, or its launching call is not
+        known yet."""
         found = self._subagents.get(id(sub))
         if found is not None or id(sub) in self._sub_contexts:
             return found
         parent = self._sub_parent(sub)
         if parent is None:
             return None
+        context, owner = parent
         kind = sub.subagent_type or "unknown"
         attributes: dict[str, str | bool] = {
             sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
@@ -312,59 +383,101 @@ class SpanWriter:
         }
         if sub.title:
             attributes[sc.AGENT_DESCRIPTION] = sub.title
+        span_id = ids.derive(8, "subagent", sub.id)
+        tree = self._trees.get(context.trace_id)
+        start = sub.started_at or (tree.start if tree is not None else 0.0)  # none told: its turn's
         span = self._start(
-            f"invoke_agent {kind}",
-            parent,
-            parent.trace_id,
-            ids.derive(8, "subagent", sub.id),
-            sub.started_at or 0.0,
-            attributes,
+            f"invoke_agent {kind}", context, context.trace_id, span_id, start, attributes
         )
-        self._subagents[id(sub)] = span
-        self._sub_contexts[id(sub)] = span.get_span_context()
+        found = self._subagents[id(sub)] = Sub(span, span_id, context.trace_id)
+        if tree is not None:
+            tree.invokes[span_id] = owner
+            tree.ends[span_id] = (span, start, None)
+            tree.open_subs += 1
+            tree.members.append(id(sub))
+        self._sub_contexts[id(sub)] = (span.get_span_context(), span_id)
         if len(self._sub_contexts) > MAX_HELD:
             self._sub_contexts.popitem(last=False)
-        return span
+        return found
 
-    def _sub_parent(self, sub: Subagent) -> SpanContext | None:
-        return self._tool_contexts.get(sub.call_id) if sub.call_id else None
+    def _sub_parent(self, sub: Subagent) -> tuple[SpanContext, int] | None:
+        found = self._tool_contexts.get(sub.call_id) if sub.call_id else None
+        return found or self._beneath_turn.get(id(sub))
+
+    def _adopted(self, session: Session, sub: Subagent, sub_id: int) -> None:
+        """A sub-agent whose launching call is still not known once the reading settled
+        (Vibe names none): beneath the turn of its session that is not sent yet, if any."""
+        tree = self._turns.get((session.agent, session.session_id))
+        if tree is None or tree.trace_id not in self._trees:
+            return
+        self._held_subs.pop(sub_id)
+        if len(self._beneath_turn) >= MAX_HELD:
+            self._beneath_turn.popitem(last=False)
+        self._beneath_turn[sub_id] = (tree.context, tree.context.span_id)
+        for replay in self._held.pop(sub_id, []):
+            replay()
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _parent(
-        self, session: Session, sub: Subagent | None, retry: Callable[[], None]
-    ) -> SpanContext | None:
-        """Where work of the lead agent or of `sub` goes; None to skip (or hold) it."""
+        self,
+        session: Session,
+        sub: Subagent | None,
+        at: float,
+        stable: str,
+        retry: Callable[[], None],
+    ) -> tuple[SpanContext, int, Tree | None] | None:
+        """Where work of the lead agent or of `sub` goes (its parent's context, the span id of
+        the invoke_agent it is beneath, its turn's tree if not sent); None to skip or hold it."""
         if sub is None:
-            turn = self._turns.get((session.agent, session.session_id))
-            return turn.context if turn is not None else None
-        span = self._subagent_span(session, sub)
-        if span is not None:
-            return span.get_span_context()
-        if id(sub) in self._sub_contexts:  # ended before this work was read (catching up)
-            return self._sub_contexts[id(sub)]
+            tree = self._turns.get((session.agent, session.session_id), False)
+            if tree is None:
+                return None  # a turn not traced (history, or sent before)
+            if isinstance(tree, Tree) and self._takes(tree, at):
+                return tree.context, tree.context.span_id, tree
+            self._lead_work(session, at, stable, retry)
+            return None
+        found = self._subagent_span(session, sub)
+        if found is None and id(sub) in self._sub_contexts:  # its turn was sent already
+            context, span_id = self._sub_contexts[id(sub)]
+            return context, span_id, self._trees.get(context.trace_id)
+        if found is not None:
+            return found.span.get_span_context(), found.span_id, self._trees.get(found.tree)
         if sum(map(len, self._held.values())) < MAX_HELD:
             self._held.setdefault(id(sub), []).append(retry)
+            self._held_subs[id(sub)] = (session, sub)
         return None
 
-    def _reply(self, chat: _Chat, text: str | None) -> None:
+    def _takes(self, tree: Tree, at: float) -> bool:
+        """Lead work at `at` joins the turn: not sent yet, and open or ended no earlier."""
+        return tree.trace_id in self._trees and (tree.ended_at is None or at <= tree.ended_at)
+
+    def _lead_work(
+        self, session: Session, at: float, stable: str, retry: Callable[[], None]
+    ) -> None:
+        if at < self.since:
+            return
+        held = self._lead_held.setdefault((session.agent, session.session_id), [])
+        if len(held) < MAX_HELD:
+            held.append(Held(session, at, stable, retry))
+
+    def _end(self, tree: Tree | None, span: Span, at: float, start: float | None = None) -> None:
+        """End `span` at `at` with its turn, or now if its turn was sent already."""
+        span_id = span.get_span_context().span_id
+        if tree is None:
+            span.end(ns(at))
+        elif span_id in tree.ends:
+            tree.ends[span_id] = (tree.ends[span_id][0], tree.ends[span_id][1], at)
+        else:
+            tree.ends[span_id] = (span, at if start is None else start, at)
+
+    def _reply(self, chat: Chat, text: str | None) -> None:
         """With capture-content: the response's text so far (one record per content block)."""
         if self.capture and text:
             chat.text.append(text)
-            chat.span.set_attribute(
-                sc.OUTPUT_MESSAGES, _messages("assistant", "\n".join(chat.text))
-            )
 
-    def _lane(self, session: Session, sub: Subagent | None) -> tuple[str, str, str]:
-        return (session.agent, session.session_id, sub.id if sub is not None else "")
-
-    def _close_lane(self, session: Session, sub: Subagent | None) -> None:
-        chat = self._chats.pop(self._lane(session, sub), None)
-        if chat is not None:
-            chat.span.end(_ns(chat.end))
-
-    def _remember(self, call_id: str, context: SpanContext) -> None:
-        self._tool_contexts[call_id] = context
+    def _remember(self, call_id: str, context: SpanContext, owner: int) -> None:
+        self._tool_contexts[call_id] = (context, owner)
         if len(self._tool_contexts) > MAX_HELD:
             self._tool_contexts.popitem(last=False)
 
@@ -377,11 +490,17 @@ class SpanWriter:
         at: float,
         attributes: Mapping[str, str | int | bool | list[str]],
         kind: SpanKind = SpanKind.INTERNAL,
+        links: list[Link] | None = None,
     ) -> Span:
         context = None
         if parent is not None:
             context = trace.set_span_in_context(NonRecordingSpan(parent))
         with _ids(trace_id, span_id):
             return self.tracer.start_span(
-                name, context=context, kind=kind, attributes=attributes, start_time=_ns(at)
+                name,
+                context=context,
+                kind=kind,
+                attributes=attributes,
+                start_time=ns(at),
+                links=links,
             )

@@ -1,0 +1,125 @@
+"""A turn's spans while it is read: started as its work comes, ended together once complete.
+
+`SpanWriter` (`spans`) starts each span as the records tell the work and keeps it in its turn's
+`Tree`; `Tree.send` ends them all once the turn is complete (see `spans`), each chat with the
+largest usage its records gave and each `invoke_agent` span with the sum of the usage of the
+chats beneath it. Only the OpenTelemetry API: the SDK is wired in `sdk`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+
+from ..events import Usage
+from ..state.session import ZERO, Session
+from . import semconv as sc
+from .redact import redact
+
+__all__ = ["Chat", "Held", "Sub", "Tree", "messages", "ns", "usage_attributes"]
+
+
+def ns(at: float) -> int:
+    return round(at * 1_000_000_000)
+
+
+def messages(role: str, text: str) -> str:
+    """A GenAI semconv message list with one text part, as the JSON string attribute."""
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": redact(text)}]}])
+
+
+def usage_attributes(usage: Usage) -> dict[str, int]:
+    return {
+        sc.USAGE_INPUT_TOKENS: usage.input,
+        sc.USAGE_OUTPUT_TOKENS: usage.output,
+        sc.USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read,
+        sc.USAGE_CACHE_CREATION_INPUT_TOKENS: usage.cache_write,
+        sc.USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning,
+    }
+
+
+@dataclass(slots=True)
+class Chat:
+    span: Span
+    owner: int  # the span id of the invoke_agent it is beneath
+    usage: Usage
+    end: float
+    text: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Tree:
+    """A turn's spans, started, ended together when the turn is complete."""
+
+    root: Span
+    context: SpanContext
+    start: float
+    ended_at: float | None = None  # when the turn ended
+    outcome: str = ""
+    model: str | None = None
+    open_subs: int = 0  # sub-agent spans begun in it and not ended
+    chats: dict[str, Chat] = field(default_factory=dict)  # by response id
+    ends: dict[int, tuple[Span, float, float | None]] = field(default_factory=dict)
+    """Its spans but the root and the chats, by span id: (span, start, end if known)."""
+    invokes: dict[int, int | None] = field(default_factory=dict)  # sub-agent span → its owner
+    members: list[int | str] = field(default_factory=list)  # its sub-agents (id) and tool calls
+
+    @property
+    def trace_id(self) -> int:
+        return self.context.trace_id
+
+    @property
+    def complete(self) -> bool:
+        return self.ended_at is not None and self.open_subs == 0
+
+    def send(self, capture: bool) -> list[str]:
+        """End every span (the root last), the invoke_agent ones with the usage of the chats
+        beneath them; the response ids of its chats."""
+        sums: dict[int, Usage] = {}
+        for chat in self.chats.values():
+            if capture and chat.text:
+                chat.span.set_attribute(
+                    sc.OUTPUT_MESSAGES, messages("assistant", "\n".join(chat.text))
+                )
+            chat.span.set_attributes(usage_attributes(chat.usage))
+            chat.span.end(ns(chat.end))
+            owner: int | None = chat.owner
+            while owner is not None:
+                sums[owner] = sums.get(owner, ZERO).plus(chat.usage)
+                owner = self.invokes.get(owner)
+        end = self.ended_at if self.ended_at is not None else self.start
+        root_id = self.context.span_id
+        for span_id, (span, start, at) in self.ends.items():
+            if span_id in self.invokes:
+                span.set_attributes(usage_attributes(sums.get(span_id, ZERO)))
+            span.end(ns(at if at is not None else max(end, start)))  # still open: the turn's end
+        root = self.root
+        if self.model:
+            root.set_attribute(sc.REQUEST_MODEL, self.model)
+        root.set_attributes(usage_attributes(sums.get(root_id, ZERO)))
+        root.set_attribute(sc.TURN_OUTCOME, self.outcome or "interrupted")
+        if self.outcome == "failed":
+            root.set_status(Status(StatusCode.ERROR, "the turn ended in an API error"))
+        root.end(ns(end))  # the checkpoint notes the turn when this span is sent
+        return list(self.chats)
+
+
+@dataclass(slots=True)
+class Held:
+    """Lead work read while no turn was open: when, a stable id, and how to do it again."""
+
+    session: Session
+    at: float
+    key: str
+    replay: Callable[[], None]
+
+
+@dataclass(slots=True)
+class Sub:
+    span: Span
+    span_id: int
+    tree: int  # its turn's trace id
+    ended: bool = False
