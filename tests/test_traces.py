@@ -16,7 +16,7 @@ from exporter.state.state import State
 from exporter.traces.sdk import tracer, tracer_provider
 from exporter.traces.spans import SpanWriter
 
-from .conftest import GOLDEN, NOW, scenario_id, source_for
+from .conftest import FIXTURES, GOLDEN, NOW, scenario_id, source_for
 
 SHOWN = (
     "gen_ai.response.id",
@@ -350,3 +350,19 @@ def test_invoke_agent_spans_carry_the_usage_of_the_chats_beneath(scenario: Path)
         if span.name.startswith("invoke_agent"):
             attributes = span.attributes or {}
             assert attributes.get("gen_ai.usage.output_tokens") == beneath(span), span.name
+
+
+def test_a_reply_no_prompt_began_is_a_turn_of_its_own_linked_to_the_one_before() -> None:
+    """Claude Code 2.1.332: the lead replies to a background sub-agent's notification with
+    no prompt; that reply is a continuation turn, linked to the turn that launched the work."""
+    home = FIXTURES / "claude-code/2.1.332/handback-auto/home"
+    roots = sorted(
+        (s for s in spans_for(home) if s.parent is None), key=lambda s: s.start_time or 0
+    )
+    assert [(s.attributes or {}).get("coding_agent.turn.trigger") for s in roots] == [
+        "prompt",
+        "continuation",
+    ]
+    first, continued = roots
+    assert continued.context.trace_id != first.context.trace_id
+    assert [link.context.span_id for link in continued.links] == [first.context.span_id]
