@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -123,7 +125,8 @@ def test_an_endpoint_outage_costs_spans_not_the_exporter(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Endpoint down at start: the exporter serves, drops what overflows its queue and
-    counts it, counts what failed; when the endpoint is back, new turns arrive."""
+    counts it, counts what failed and keeps it; when the endpoint is back, what it refused
+    arrives (once), and new turns too."""
     sink_port = free_port()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{sink_port}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
@@ -135,10 +138,13 @@ def test_an_endpoint_outage_costs_spans_not_the_exporter(
             metrics = url + "/metrics"
             assert "coding_agent_exporter_spans_dropped_total 5.0" in get(metrics)[1]
             wait_for("failed batch", lambda: "span_export_errors_total 3.0" in get(metrics)[1])
+            assert "coding_agent_exporter_spans_waiting 3.0" in get(metrics)[1]
             receiver = HttpSink(sink_port)  # the endpoint comes back
             write_later_turn(home)
-            wait_for("new turn delivered", lambda: len(receiver.spans) == 2)
-            wait_for("exported counted", lambda: "spans_exported_total 2.0" in get(metrics)[1])
+            wait_for("refused and new delivered", lambda: len(receiver.spans) == 5)
+            wait_for("exported counted", lambda: "spans_exported_total 5.0" in get(metrics)[1])
+            assert "coding_agent_exporter_spans_waiting 0.0" in get(metrics)[1]
+            assert len({(s.trace_id, s.span_id) for s in receiver.spans}) == 5
     finally:
         if receiver is not None:
             receiver.close()
@@ -176,5 +182,64 @@ def test_traces_command_sends_history_once(monkeypatch: pytest.MonkeyPatch) -> N
         assert main(["traces", "--claude.home", home]) == 0  # the checkpoint knows them
         assert len(receiver.spans) == 8
         assert main(["traces", "--claude.home", home, "--since", "1d"]) == 0
+    finally:
+        receiver.close()
+
+
+def _serve(home: Path, workdir: Path, *argv: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`serve` over `home`, for a test that kills it (`run_exporter` stops it cleanly)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "exporter", "serve", "--claude.home", str(home)),
+            *("--codex.home", str(workdir / "no-codex-home")),
+            *("--web.listen-address", f"127.0.0.1:{port}", *argv),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_for("exporter ready", lambda: get(url + "/-/ready")[0] == 200)
+    return process, url
+
+
+def test_an_outage_a_kill_and_restarts_lose_no_span_and_send_none_twice(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Endpoint down: every span the turns make waits in the state folder, through a SIGKILL
+    and a restart while still down; the endpoint back, each arrives once, with the ids a
+    receiver that was up all along got."""
+    reference = HttpSink()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", reference.endpoint)
+        monkeypatch.setenv("CODING_AGENT_EXPORTER_STATE_DIR", str(tmp_path / "fresh"))
+        with run_exporter(home, tmp_path, "--traces.backfill", "all") as url:
+            wait_for("sent", lambda: "spans_waiting 0.0" in get(url + "/metrics")[1])
+        expected = sorted((s.trace_id, s.span_id) for s in reference.spans)
+    finally:
+        reference.close()
+    assert len(expected) == 8
+    port = free_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.setenv("CODING_AGENT_EXPORTER_STATE_DIR", str(tmp_path / "state"))
+    kept = f"coding_agent_exporter_spans_waiting {len(expected)}.0"
+    process, killed = _serve(home, tmp_path, "--traces.backfill", "all")
+    try:
+        wait_for("spans kept", lambda: kept in get(killed + "/metrics")[1])
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    with run_exporter(home, tmp_path, "--traces.backfill", "all") as url:  # still down
+        text = get(url + "/metrics")[1]
+        assert kept in text, "the kill lost what was kept"
+        wait_for(
+            "a retry refused", lambda: "span_export_errors_total 8.0" in get(url + "/metrics")[1]
+        )
+    receiver = HttpSink(port)  # the endpoint is back
+    try:
+        with run_exporter(home, tmp_path, "--traces.backfill", "all") as url:
+            wait_for("delivered", lambda: "spans_waiting 0.0" in get(url + "/metrics")[1])
+        assert sorted((s.trace_id, s.span_id) for s in receiver.spans) == expected
     finally:
         receiver.close()

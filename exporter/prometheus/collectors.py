@@ -275,16 +275,24 @@ class ExporterCollector:
             )
             yield _counter(
                 "coding_agent_exporter_spans_dropped",
-                "Spans dropped because the export queue was full (endpoint down or slow).",
+                "Spans dropped: the export queue or the state folder's spool was full "
+                "(endpoint down or slow).",
                 [],
-                {(): self.spans["dropped"]},
+                {(): self.spans["dropped"] + self.spans["dropped_spooled"]},
             )
             yield _counter(
                 "coding_agent_exporter_span_export_errors",
-                "Spans lost because the OTLP endpoint failed or could not be reached.",
+                "Spans in export attempts the OTLP endpoint refused or could not be reached "
+                "for (with a state folder they wait in it and are sent again).",
                 [],
                 {(): self.spans["failed"]},
             )
+            waiting = GaugeMetricFamily(
+                "coding_agent_exporter_spans_waiting",
+                "Spans the OTLP endpoint has not accepted yet, kept in the state folder.",
+            )
+            waiting.add_metric([], self.spans["waiting"])
+            yield waiting
 
 
 def _counter(name: str, doc: str, labels: list[str], values: object) -> CounterMetricFamily:

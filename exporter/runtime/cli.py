@@ -141,9 +141,12 @@ class Spans:
         from ..traces.checkpoint import Checkpoint
         from ..traces.sdk import CountingExporter, otlp_exporter, tracer, tracer_provider
         from ..traces.spans import SpanWriter
+        from ..traces.spool import Spool
 
         self.checkpoint = Checkpoint(config.state_dir if exporter is None else None)
-        self.exporter = CountingExporter(exporter or otlp_exporter(environ), self.checkpoint)
+        spool = Spool(config.state_dir) if exporter is None and config.state_dir else None
+        inner = exporter or otlp_exporter(environ)
+        self.exporter = CountingExporter(inner, self.checkpoint, spool)
         self.provider = tracer_provider(environ, self.exporter)
         since = started  # by default no history: only turns from now on
         backfill = config.backfill if backfill is None else backfill

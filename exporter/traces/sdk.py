@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from .. import __version__
 from .semconv import SCHEMA_URL
 from .spans import NEXT_IDS
+from .spool import Spool
 
 SERVICE_NAME = "coding-agent-exporter"
 
@@ -55,24 +57,59 @@ class Ledger(Protocol):
 
 class CountingExporter(SpanExporter):
     """Counts what the wrapped exporter sent and what it failed to send; with a `ledger`
-    (`checkpoint.Checkpoint`), spans it says were sent before are not sent again."""
+    (`checkpoint.Checkpoint`), spans it says were sent before are not sent again; with a
+    `spool`, a batch is kept until the endpoint accepted it and sent again by `retry`."""
 
-    def __init__(self, inner: SpanExporter, ledger: Ledger | None = None) -> None:
-        self.inner, self.ledger = inner, ledger
+    def __init__(
+        self, inner: SpanExporter, ledger: Ledger | None = None, spool: Spool | None = None
+    ) -> None:
+        self.inner, self.ledger, self.spool = inner, ledger, spool
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._waiting()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self.ledger is not None:
             spans = self.ledger.admit(spans)
             if not spans:
                 return SpanExportResult.SUCCESS
+        kept = self.spool.put(spans) if self.spool is not None else None
+        result = self._send(spans)
+        if self.spool is not None and kept is not None and result == SpanExportResult.SUCCESS:
+            self.spool.done(kept, len(spans))
+        self._waiting()
+        return result
+
+    def retry(self) -> None:
+        """Send again, oldest first, what the endpoint refused before, until it refuses one."""
+        spool = self.spool
+        if spool is None:
+            return
+        for path in spool.pending():
+            spans = spool.load(path)
+            if spans is None:
+                continue
+            if self._send(spans) != SpanExportResult.SUCCESS:
+                break
+            spool.done(path, len(spans))
+        self._waiting()
+
+    def _send(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter bug must not kill the export thread
             result = SpanExportResult.FAILURE
-        self.count("exported" if result == SpanExportResult.SUCCESS else "failed", len(spans))
+        accepted = result == SpanExportResult.SUCCESS
+        self.count("exported" if accepted else "failed", len(spans))
+        if self.spool is not None:
+            self.spool.accepted() if accepted else self.spool.failed()
         return result
+
+    def _waiting(self) -> None:
+        if self.spool is not None:
+            with self._lock:
+                self.counts["waiting"] = self.spool.waiting
+                self.counts["dropped_spooled"] = self.spool.dropped
 
     def count(self, what: str, n: int) -> None:
         with self._lock:
@@ -160,7 +197,8 @@ class QueueProcessor(SpanProcessor):
 
     Reading files and serving /metrics never wait for the endpoint: when the queue is full
     (the endpoint is down or slow), new spans are dropped and counted. The OTLP exporters
-    retry with backoff themselves; a batch they give up on is counted as failed.
+    retry with backoff themselves; a batch they give up on is counted as failed and, with a
+    spool (`spool`), sent again from it once its pause is over, by this same thread.
     """
 
     def __init__(self, exporter: CountingExporter, environ: Mapping[str, str]) -> None:
@@ -192,6 +230,9 @@ class QueueProcessor(SpanProcessor):
             self._wake.wait(self.delay)
             self._wake.clear()
             self._drain()
+            spool = self.exporter.spool
+            if spool is not None and spool.waiting > 0 and time.monotonic() >= spool.retry_at:
+                self.exporter.retry()
 
     def _drain(self) -> None:
         while True:
