@@ -6,14 +6,18 @@ Each protocol sends a different recording (span ids are derived from record ids,
 a span id once) into its own Phoenix project (resource attribute `openinference.project.name`), so
 what is read back for a protocol was carried by that protocol. Phoenix does not return resource
 attributes per span: `service.name` is checked by test_otlp.py's in-process receiver instead.
+And an outage: Phoenix behind a port that is closed at first, through a SIGKILL, then open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -229,3 +233,94 @@ def test_phoenix_receives_the_turn_tree(phoenix: Phoenix, protocol: str, tmp_pat
     assert sum(c["attributes"]["gen_ai.usage.input_tokens"] for c in chats) == 22
     assert _time(root["start_time"]) <= _time(agent_tool["start_time"])
     assert _time(agent_tool["end_time"]) <= _time(root["end_time"])
+
+
+class _Forwarder:
+    """A TCP port that passes every connection on to `target`: the endpoint the exporter
+    knows, which stays down (nothing listens) until this starts."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+def test_phoenix_gets_every_turn_after_an_outage_and_a_kill(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    """The endpoint (Phoenix behind a port) down: the turns wait in the state folder, through a
+    SIGKILL; the endpoint up, the next start delivers them: the golden trees, read back."""
+    scenario = FIXTURES / "claude-code" / "2.1.332" / "handback-auto"
+    tree = [
+        line
+        for line in (GOLDEN / "traces" / "2.1.332-handback-auto.txt").read_text().splitlines()
+        if not line.startswith("trace ")
+    ]
+    port = free_port()
+    (tmp_path / "home").mkdir()
+    env = {
+        **_without_otel(dict(os.environ)),
+        "HOME": str(tmp_path / "home"),
+        "CODING_AGENT_EXPORTER_STATE_DIR": str(tmp_path / "state"),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+        "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=cae-outage",
+    }
+
+    def serve() -> tuple[subprocess.Popen[bytes], str]:
+        listen = free_port()
+        argv = [sys.executable, "-m", "exporter", "serve", "--claude.home", str(scenario / "home")]
+        argv += ["--traces.backfill", "all", "--web.listen-address", f"127.0.0.1:{listen}"]
+        process = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        url = f"http://127.0.0.1:{listen}"
+        wait_for("exporter ready", lambda: get(url + "/-/ready")[0] == 200)
+        return process, url
+
+    process, url = serve()
+    kept = f"coding_agent_exporter_spans_waiting {len(tree)}.0"
+    try:
+        wait_for("every span kept", lambda: kept in get(url + "/metrics")[1])
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert _spans(phoenix, "cae-outage") == []
+    forwarder = _Forwarder(port, int(phoenix.url.rsplit(":", 1)[1]))
+    process, url = serve()
+    try:
+        spans = wait_for(
+            f"{len(tree)} spans in phoenix",
+            lambda: (s := _spans(phoenix, "cae-outage")) and len(s) >= len(tree) and s,
+            deadline=ARRIVAL,
+        )
+        wait_for("nothing waits", lambda: "spans_waiting 0.0" in get(url + "/metrics")[1])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        forwarder.close()
+    assert _render(spans) == tree
