@@ -366,3 +366,22 @@ def test_a_reply_no_prompt_began_is_a_turn_of_its_own_linked_to_the_one_before()
     first, continued = roots
     assert continued.context.trace_id != first.context.trace_id
     assert [link.context.span_id for link in continued.links] == [first.context.span_id]
+
+
+def test_a_turn_in_progress_at_start_is_sent_whole_when_it_ends() -> None:
+    """Tracing begins (`since`) in the middle of a turn: that turn is sent, with the work read
+    before `since`; the turns that ended before are not, those after are."""
+    home = FIXTURES / "claude-code/2.1.197/interactive/home"
+    every = spans_for(home)
+    roots = [s for s in every if s.parent is None]
+    longest = max(roots, key=lambda s: (s.end_time or 0) - (s.start_time or 0))
+    start, end = longest.start_time or 0, longest.end_time or 0
+    since = (start + end) / 2 / 1e9
+    kept = {r.context.trace_id for r in roots if (r.end_time or 0) / 1e9 >= since}
+    assert longest.context.trace_id in kept and len(kept) < len(roots)
+    sent = spans_for(home, since=since)
+    assert {s.context.trace_id for s in sent} == kept
+    whole = [s for s in every if s.context.trace_id == longest.context.trace_id]
+    assert sorted(
+        s.context.span_id for s in sent if s.context.trace_id in {longest.context.trace_id}
+    ) == sorted(s.context.span_id for s in whole)

@@ -11,7 +11,8 @@ Every start and end time is a record's timestamp. Span and trace ids are derived
 record ids (session, prompt record, message, tool call), and a child finds its parent by
 computing the parent's id, so the same turn always yields the same ids and the order in which
 files are read does not change the tree. Work of a sub-agent whose launching call is not known
-yet is held until it is. Turns that started before `since` are not sent (no history by default).
+yet is held until it is. Turns that ended before `since` are not sent (no history by default); a
+turn in progress at `since` is sent when it ends, its earlier work included.
 
 A turn's spans are started as its work is read and ended together, once the turn is complete
 (`Tree`): the turn ended, every sub-agent in it ended, and the reading settled (`settled`,
@@ -67,6 +68,9 @@ MAX_HELD = 10_000
 MAX_TREES = 2_000
 """Turns waiting to be complete at most (the oldest is sent as it is)."""
 SENT_CHATS = 10_000
+IN_PROGRESS = 6 * 3600.0
+"""A turn begun this long before `since` may still be running then: it is built as it is read
+and sent if it ends after `since` (a turn in progress when the exporter started)."""
 """Responses whose span was sent, remembered so a late record of one makes no second span."""
 
 Key = tuple[str, str]  # (agent, session id)
@@ -148,7 +152,7 @@ class SpanWriter:
     def _begin(self, session: Session, record_id: str, at: float, trigger: str) -> Tree | None:
         key = (session.agent, session.session_id)
         trace_id = ids.turn_trace(*key, record_id)
-        if at < self.since or trace_id in self.checkpoint:
+        if at < self.since - IN_PROGRESS or trace_id in self.checkpoint:
             self._turns[key] = None
             return None
         attributes = {
@@ -191,7 +195,10 @@ class SpanWriter:
         return True
 
     def _send(self, tree: Tree) -> None:
-        for response_id in tree.send(self.capture):
+        """Send the turn, unless it ended before `since` (it began before too: history)."""
+        history = tree.ended_at is not None and tree.ended_at < self.since
+        responses = list(tree.chats) if history else tree.send(self.capture)
+        for response_id in responses:
             self._chats.pop(response_id, None)
             self._sent_chats[response_id] = None
         while len(self._sent_chats) > SENT_CHATS:
@@ -455,7 +462,7 @@ class SpanWriter:
     def _lead_work(
         self, session: Session, at: float, stable: str, retry: Callable[[], None]
     ) -> None:
-        if at < self.since:
+        if at < self.since - IN_PROGRESS:
             return
         held = self._lead_held.setdefault((session.agent, session.session_id), [])
         if len(held) < MAX_HELD:
