@@ -293,16 +293,16 @@ _USAGE_KEYS = {
 
 
 class _Carried(State):
-    """A state that notes the usage no response can show (`carried`: Vibe's totals of
-    responses whose records are gone), the largest per id as the state counts it."""
+    """A state that notes, per session, the usage no response can show (`carried`: Vibe's
+    totals of responses whose records are gone), the largest per id as the state counts it."""
 
     def __init__(self, observer: SpanWriter) -> None:
         super().__init__(observer=observer)
-        self.carried: dict[str, dict[str, int]] = {}
+        self.carried: dict[tuple[str, str], dict[str, int]] = {}
 
     def apply(self, agent: str, event: object) -> None:
         if isinstance(event, ModelResponded) and event.carried:
-            known = self.carried.setdefault(event.message_id, {})
+            known = self.carried.setdefault((event.session_id, event.message_id), {})
             for kind, value in event.usage.as_dict().items():
                 known[kind] = max(known.get(kind, 0), value)
         super().apply(agent, event)  # type: ignore[arg-type]
@@ -310,7 +310,8 @@ class _Carried(State):
 
 def test_chat_spans_are_the_responses_the_metrics_count(scenario: Path) -> None:
     """One chat span per model response (one per response id, never two spans with one id),
-    and their usage sums to the sessions' token counters, less usage no response shows."""
+    and over each session's traces their usage sums to its token counters, less usage no
+    response shows."""
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)
     state = _Carried(SpanWriter(tracer(provider), ProjectLabel("path", "/home/user")))
@@ -323,11 +324,18 @@ def test_chat_spans_are_the_responses_the_metrics_count(scenario: Path) -> None:
     chats = [s for s in spans if (s.attributes or {}).get("gen_ai.response.id")]
     responses = [(s.attributes or {})["gen_ai.response.id"] for s in chats]
     assert len(responses) == len(set(responses)), "a response told by two chat spans"
-    for kind, key in _USAGE_KEYS.items():
-        shown = sum(int((s.attributes or {}).get(key, 0)) for s in chats)  # type: ignore[arg-type]
-        counted = sum(getattr(s.tokens, kind) for s in state.sessions.values())
-        carried = sum(c.get(kind, 0) for c in state.carried.values())
-        assert shown == counted - carried, kind
+    session_of = {
+        s.context.trace_id: (s.attributes or {})["gen_ai.conversation.id"]
+        for s in spans
+        if s.parent is None
+    }
+    for (_, session_id), session in state.sessions.items():
+        mine = [s for s in chats if session_of[s.context.trace_id] == session_id]
+        carried = [c for (owner, _), c in state.carried.items() if owner == session_id]
+        for kind, key in _USAGE_KEYS.items():
+            shown = sum(int((s.attributes or {}).get(key, 0)) for s in mine)  # type: ignore[arg-type]
+            less = sum(c.get(kind, 0) for c in carried)
+            assert shown == getattr(session.tokens, kind) - less, (session_id, kind)
 
 
 def test_invoke_agent_spans_carry_the_usage_of_the_chats_beneath(scenario: Path) -> None:
