@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -360,20 +362,29 @@ def test_invoke_agent_spans_carry_the_usage_of_the_chats_beneath(scenario: Path)
             assert attributes.get("gen_ai.usage.output_tokens") == beneath(span), span.name
 
 
-def test_a_reply_no_prompt_began_is_a_turn_of_its_own_linked_to_the_one_before() -> None:
-    """Claude Code 2.1.332: the lead replies to a background sub-agent's notification with
-    no prompt; that reply is a continuation turn, linked to the turn that launched the work."""
-    home = FIXTURES / "claude-code/2.1.332/handback-auto/home"
-    roots = sorted(
-        (s for s in spans_for(home) if s.parent is None), key=lambda s: s.start_time or 0
-    )
-    assert [(s.attributes or {}).get("coding_agent.turn.trigger") for s in roots] == [
-        "prompt",
-        "continuation",
-    ]
-    first, continued = roots
-    assert continued.context.trace_id != first.context.trace_id
-    assert [link.context.span_id for link in continued.links] == [first.context.span_id]
+@pytest.mark.parametrize(
+    "recording",
+    [
+        "2.1.332/handback-auto",  # the reply to a background sub-agent's notification
+        "2.1.197/interactive",  # the reply when a background shell finished
+    ],
+)
+def test_a_reply_no_prompt_began_is_a_turn_of_its_own_linked_to_the_one_before(
+    recording: str,
+) -> None:
+    """Claude Code replies with no prompt after background work ends: a continuation turn,
+    a trace of its own, linked to the session's turn before it."""
+    spans = spans_for(FIXTURES / "claude-code" / recording / "home")
+    roots = sorted((s for s in spans if s.parent is None), key=lambda s: s.start_time or 0)
+    triggers = [(s.attributes or {}).get("coding_agent.turn.trigger") for s in roots]
+    assert "continuation" in triggers and triggers[0] == "prompt"
+    for before, root in pairwise(roots):
+        links = [link.context.span_id for link in root.links]
+        if (root.attributes or {}).get("coding_agent.turn.trigger") == "continuation":
+            assert root.context.trace_id != before.context.trace_id
+            assert links == [before.context.span_id]
+        else:
+            assert links == []
 
 
 def test_a_turn_in_progress_at_start_is_sent_whole_when_it_ends() -> None:
