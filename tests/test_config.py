@@ -162,3 +162,130 @@ def test_sessions_include_internal_lists_automatic_reviews(
     rows = json.loads(capsys.readouterr().out)
     (review,) = [r for r in rows if r["kind"] == "review"]
     assert review["outcome"] == "allow" and review["parent_session_id"] == rows[0]["session_id"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "allowed"),
+    [
+        ("CODING_AGENT_EXPORTER_LOG_LEVEL", "verbose", "debug, info, warn, error"),
+        ("CODING_AGENT_EXPORTER_LOG_FORMAT", "xml", "text, json"),
+        ("CODING_AGENT_EXPORTER_LABEL_PROJECT", "full", "path, basename, none"),
+        ("CODING_AGENT_EXPORTER_HARNESS_CODEX", "maybe", "true or false"),
+    ],
+)
+def test_a_bad_variable_is_named_with_its_value_and_what_is_allowed(
+    variable: str, value: str, allowed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        parse(["sessions"], {**HOME, variable: value})
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{variable}={value!r}" in err and allowed in err
+    assert len(err.splitlines()) == 2 and "usage:" not in err and "Traceback" not in err
+
+
+def test_a_variable_is_checked_only_by_the_commands_that_use_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = {
+        **HOME,
+        "CODING_AGENT_EXPORTER_WEB_LISTEN_ADDRESS": "garbage",
+        "CODING_AGENT_EXPORTER_TRACES_CAPTURE_CONTENT": "maybe",
+    }
+    assert parse(["sessions"], bad).command == "sessions"  # it listens on nothing
+    assert parse(["metrics"], bad).command == "metrics"
+    with pytest.raises(SystemExit) as stop:
+        parse(["serve"], bad)
+    assert stop.value.code == 2
+    assert "CODING_AGENT_EXPORTER_WEB_LISTEN_ADDRESS='garbage': " in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(["traces"], bad)
+    assert "CODING_AGENT_EXPORTER_TRACES_CAPTURE_CONTENT='maybe'" in capsys.readouterr().err
+
+
+def test_a_flag_beats_a_bad_variable_and_a_good_variable_is_used() -> None:
+    environ = {**HOME, "CODING_AGENT_EXPORTER_LOG_LEVEL": "verbose"}
+    assert parse(["--log.level", "debug"], environ).log_level == "debug"
+    assert parse([], {**HOME, "CODING_AGENT_EXPORTER_LOG_LEVEL": "WARN"}).log_level == "warn"
+
+
+def test_a_mistyped_command_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        parse(["metrix"], HOME)
+    assert stop.value.code == 2
+    assert "no command 'metrix' (did you mean 'metrics'?)" in capsys.readouterr().err
+
+
+def test_a_flag_value_is_never_taken_for_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse(["--state.dir", "sessions"], HOME).command == "serve"
+    with pytest.raises(SystemExit):
+        parse(["--web.telemetry-path", "metrics"], HOME)
+    assert "argument --web.telemetry-path: 'metrics' must start with /" in capsys.readouterr().err
+
+
+def test_a_home_that_is_a_file_says_so_and_names_its_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    with pytest.raises(SystemExit) as stop:
+        parse(["--claude.home", str(afile)], HOME)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"claude-code home {afile} is a file, not a folder" in err
+    assert "--claude.home (or CODING_AGENT_EXPORTER_CLAUDE_HOME)" in err
+    with pytest.raises(SystemExit):
+        parse(["--vibe.session-dir", str(afile)], HOME)
+    assert (
+        "--vibe.session-dir (or CODING_AGENT_EXPORTER_VIBE_SESSION_DIR)" in capsys.readouterr().err
+    )
+
+
+def test_a_port_in_use_suggests_the_flag(capfd: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = main(["serve", "--web.listen-address", f"127.0.0.1:{port}"])
+    assert code == 1
+    (said,) = [line for line in capfd.readouterr().err.splitlines() if "cannot listen" in line]
+    assert f"127.0.0.1:{port}" in said and "--web.listen-address" in said
+
+
+@pytest.mark.parametrize(
+    ("address", "shown", "warned"),
+    [("127.0.0.1", "127.0.0.1", False), ("", "0.0.0.0", True), ("[::1]", "[::1]", False)],
+)
+def test_serve_says_where_it_listens_and_warns_on_every_interface(
+    address: str, shown: str, warned: bool, tmp_path: Path
+) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    if address == "[::1]" and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")  # pragma: no cover
+    from .backends import free_port, wait_for
+
+    port = free_port()
+    log = tmp_path / "log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "exporter", "serve", "--claude.home", str(RECORDED)),
+                *("--web.listen-address", f"{address}:{port}", "--state.dir", str(tmp_path / "s")),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )
+        try:
+            wait_for("listening", lambda: "listening on http://" in log.read_text())
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
+    text = log.read_text()
+    assert f"listening on http://{shown}:{port}/metrics" in text
+    assert ("listening on every network interface" in text) is warned
+    assert f"claude-code: reading {RECORDED}" in text

@@ -98,3 +98,17 @@ def test_a_home_created_after_start(tmp_path: Path, journal: list[bytes]) -> Non
     path.write_bytes(b"".join(journal))
     engine.rescan()  # what the serve loop does when the watcher reports the new root
     assert totals(engine) == WHOLE
+
+
+def test_an_oversized_line_is_logged_with_its_number_and_the_limit(
+    tmp_path: Path, journal: list[bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = journal_path(tmp_path)
+    huge = b'{"type":"attachment","x":"' + b"x" * (16 * 2**20) + b'"}\n'
+    path.write_bytes(journal[0] + huge + b"".join(journal[1:]))
+    engine = engine_on(tmp_path)
+    with caplog.at_level("WARNING"):
+        engine.catch_up()
+    assert totals(engine) == WHOLE  # the line costs itself, nothing else
+    (said,) = [r.getMessage() for r in caplog.records if "oversized_line" in r.getMessage()]
+    assert str(path) in said and "line 2 is longer than the limit of 16 MiB: skipped" in said

@@ -196,7 +196,7 @@ def test_oversized_line_skipped_bounded(log: Path) -> None:
     append(log, b'{"a":1}\n' + b"x" * 250_000)  # longer than max and than one read chunk
     first = tail.read()
     assert texts(first) == [b'{"a":1}']
-    assert first.oversized == 1
+    assert (first.oversized, first.oversized_line) == (1, 2)
     assert tail.offset == log.stat().st_size  # discarded, not held back in memory
     for _ in range(2):
         append(log, b"y" * 50)
@@ -207,7 +207,7 @@ def test_oversized_line_skipped_bounded(log: Path) -> None:
     append(log, b'yyy\n{"b":2}\n' + b"z" * 101 + b"\n")
     last = tail.read()
     assert [(line.number, line.text) for line in last.lines] == [(3, b'{"b":2}')]
-    assert last.oversized == 1
+    assert (last.oversized, last.oversized_line) == (1, 4)
 
 
 def test_empty_lines_counted(log: Path) -> None:

@@ -60,6 +60,11 @@ class Option:
     help: str
     metavar: str = "DIR"
 
+    @property
+    def dest(self) -> str:
+        """Its name among the parsed flags."""
+        return self.flag.replace("-", "_")
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import logging
@@ -19,7 +20,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from ..harnesses import Probes, make
+from ..harnesses import HARNESSES, Probes, make
 from ..prometheus.collectors import ExporterCollector, StateCollector
 from ..sources.processes import CachedProbe, process_start
 from ..sources.terminals import omp_terminal
@@ -104,6 +105,12 @@ class App:
 
     def catch_up(self) -> None:
         started, last = time.monotonic(), [time.monotonic()]
+        for name, found in self.config.settings.items():  # a mistyped home says so at once
+            if found.home.is_dir():
+                log.info("%s: reading %s", name, found.home)
+            else:
+                flag = HARNESSES[name].home_flag
+                log.info("%s: no folder %s (not used here? else set --%s)", name, found.home, flag)
 
         def progress(done: int, total: int) -> None:
             now = time.monotonic()
@@ -113,11 +120,13 @@ class App:
 
         self.engine.catch_up(progress)
         self.refresh()
+        per_agent = ", ".join(f"{a} {n}" for a, n in sorted(self.stats.files.items()) if n)
         log.info(
-            "caught up: %d files, %d sessions in %.1fs",
+            "caught up: %d files, %d sessions in %.1fs%s",
             sum(self.stats.files.values()),
             len(self.state.sessions),
             time.monotonic() - started,
+            f" ({per_agent})" if per_agent else "",
         )
 
     def refresh(self) -> None:
@@ -174,6 +183,11 @@ class Spans:
         self.checkpoint.save(time.time())
 
 
+def hostport(host: str, port: int) -> str:
+    """`host:port`, an IPv6 address in brackets (`[::1]:10464`)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def settle_heap() -> None:
     """Leave what the catch-up built out of the cycle collector's full passes: it lives as long
     as the process, and walking it took a full pass 120-130 ms at 10,000 sessions, a scrape's
@@ -214,11 +228,25 @@ def serve(config: Config) -> int:
         address = (config.host, config.port)
         server = Server(address, app.registry, config.telemetry_path, page, ready, web_config)
     except OSError as error:
-        log.error("cannot listen on %s:%d: %s", config.host, config.port, error)
+        hint = ""
+        if error.errno == errno.EADDRINUSE:
+            hint = (
+                " (is another exporter running? choose another port with --web.listen-address"
+                " or CODING_AGENT_EXPORTER_WEB_LISTEN_ADDRESS)"
+            )
+        log.error("cannot listen on %s: %s%s", hostport(config.host, config.port), error, hint)
         return 1
     server.start()
     scheme = "https" if web_config is not None and web_config.tls is not None else "http"
-    log.info("listening on %s://%s:%d%s", scheme, config.host, config.port, config.telemetry_path)
+    where = hostport(config.host, config.port)
+    log.info("listening on %s://%s%s", scheme, where, config.telemetry_path)
+    if config.host in ("0.0.0.0", "::", ""):
+        log.warning(
+            "listening on every network interface: /metrics and the live sessions are open to "
+            "the network; --web.listen-address 127.0.0.1:%d keeps them on this machine "
+            "(or protect them with --web.config.file)",
+            config.port,
+        )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)

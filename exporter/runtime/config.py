@@ -10,23 +10,25 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import __version__
 from ..harnesses import HARNESSES
 from ..harnesses.base import Settings
 from ..state.labels import ProjectLabel
 from ..traces.checkpoint import default_dir
+from .flags import Parser, Setting, Switch, command_first, fill, value_flags
 from .settings import settings_of
 
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
 DEFAULT_TELEMETRY_PATH = "/metrics"
 COMMANDS = ("serve", "sessions", "metrics", "traces")
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+SERVE = frozenset({"serve"})
+TRACING = frozenset({"serve", "traces"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +100,39 @@ def telemetry_path(text: str) -> str:
     return text
 
 
-def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _optional(convert: Any) -> Any:
+    return lambda text: convert(text) if text else None
 
-    def add(flag: str, default: str, text: str, **kw: Any) -> None:
+
+def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
+    common = Parser(add_help=False)
+    known: list[Setting | Switch] = []
+
+    def add(
+        flag: str,
+        default: str,
+        text: str,
+        *,
+        group: Any = common,
+        commands: frozenset[str] | None = None,
+        **kw: Any,
+    ) -> None:
         env = env_name(flag)
-        value = environ.get(env, default)
-        common.add_argument(
-            flag, default=value, help=f"{text} [env {env}] (default: %(default)s)", **kw
+        convert, choices = kw.get("type"), kw.get("choices")
+        known.append(Setting(flag, env, default, convert, choices, commands))
+        shown = environ.get(env, default) or "none"
+        group.add_argument(
+            flag, default=argparse.SUPPRESS, help=f"{text} [env {env}] (default: {shown})", **kw
+        )
+
+    def switch(flag: str, default: bool, text: str, *, group: Any = common, **kw: Any) -> None:
+        env = env_name(flag)
+        known.append(Switch(flag, env, default, kw.pop("commands", None)))
+        group.add_argument(
+            flag,
+            action=argparse.BooleanOptionalAction,
+            default=argparse.SUPPRESS,
+            help=f"{text} [env {env}]",
         )
 
     add(
@@ -114,25 +141,25 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "Address to serve /metrics and the landing page on.",
         type=listen_address,
         metavar="HOST:PORT",
+        commands=SERVE,
     )
-    add("--web.telemetry-path", DEFAULT_TELEMETRY_PATH, "Path of the metrics.", type=telemetry_path)
+    add(
+        "--web.telemetry-path",
+        DEFAULT_TELEMETRY_PATH,
+        "Path of the metrics.",
+        type=telemetry_path,
+        commands=SERVE,
+    )
     add(
         "--web.config.file",
         "",
         "TLS and basic auth, in the format of Prometheus' "
         "exporter-toolkit web config (see docs/configuration.md).",
         metavar="FILE",
+        commands=SERVE,
     )
     for name, harness in HARNESSES.items():
-        flag = f"--harness.{name}"
-        env = env_name(flag)
-        raw = environ.get(env, "true").strip().lower()
-        common.add_argument(
-            flag,
-            action=argparse.BooleanOptionalAction,
-            default=raw not in _FALSE,
-            help=f"Read {name} sessions. [env {env}] (default: enabled)",
-        )
+        switch(f"--harness.{name}", True, f"Read {name} sessions. (default: enabled)")
         home = harness.default_home(environ)
         add(f"--{harness.home_flag}", str(home), f"{name} home folder.", metavar="DIR")
         for option in harness.options:
@@ -145,32 +172,31 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         choices=["path", "basename", "none"],
     )
     traces = common.add_argument_group("traces (OTLP; the endpoint comes from OTEL_* variables)")
-    flag = "--traces.enabled"
-    raw = environ.get(env_name(flag), "true" if endpoint_configured(environ) else "false")
-    traces.add_argument(
-        flag,
-        action=argparse.BooleanOptionalAction,
-        default=raw.strip().lower() in _TRUE,
-        help=f"Send every turn as a trace over OTLP. [env {env_name(flag)}] (default: on "
-        "when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set)",
+    switch(
+        "--traces.enabled",
+        endpoint_configured(environ),
+        "Send every turn as a trace over OTLP. (default: on when OTEL_EXPORTER_OTLP_ENDPOINT "
+        "or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set)",
+        group=traces,
+        commands=SERVE,
     )
-    flag = "--traces.capture-content"
-    raw = environ.get(env_name(flag), "false").strip().lower()
-    traces.add_argument(
-        flag,
-        action=argparse.BooleanOptionalAction,
-        default=raw in _TRUE,
-        help="Put prompts, replies, tool arguments and tool results into spans (obvious "
-        f"secrets redacted). Off by default. [env {env_name(flag)}]",
+    switch(
+        "--traces.capture-content",
+        False,
+        "Put prompts, replies, tool arguments and tool results into spans (obvious "
+        "secrets redacted). Off by default.",
+        group=traces,
+        commands=TRACING,
     )
-    flag = "--traces.backfill"
-    traces.add_argument(
-        flag,
-        type=duration,
-        default=environ.get(env_name(flag)),
+    add(
+        "--traces.backfill",
+        "",
+        "Also send turns that started this long before start-up (e.g. 7d), or all; "
+        "by default only new turns are sent.",
+        type=_optional(duration),
         metavar="DURATION",
-        help="Also send turns that started this long before start-up (e.g. 7d), or all; "
-        f"by default only new turns are sent. [env {env_name(flag)}]",
+        group=traces,
+        commands=SERVE,
     )
     add(
         "--state.dir",
@@ -181,12 +207,18 @@ def _flags(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
     add("--log.format", "text", "Log format.", choices=["text", "json"])
-    return common
+    return common, known
 
 
 def parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    common = _flags(environ)
-    top = argparse.ArgumentParser(
+    return _parser(environ)[0]
+
+
+def _parser(
+    environ: Mapping[str, str],
+) -> tuple[argparse.ArgumentParser, list[Setting | Switch]]:
+    common, known = _flags(environ)
+    top = Parser(
         prog="coding-agent-exporter",
         description="Prometheus metrics (and the state of live sessions) from the session files "
         "that AI coding agents write on this machine. Read-only: agent files are never written.",
@@ -232,52 +264,51 @@ def parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="FILE",
         help="write OTLP/JSON lines (one ExportTraceServiceRequest a line) instead of sending",
     )
-    return top
+    return top, known
 
 
-def _command_first(argv: list[str]) -> list[str]:
-    """`--flag value sessions` works like `sessions --flag value`; no command means serve."""
-    for i, arg in enumerate(argv):
-        if arg in COMMANDS:
-            return [arg, *argv[:i], *argv[i + 1 :]]
-    if argv and argv[0] in ("-h", "--help", "--version"):
-        return argv
-    return ["serve", *argv]
+def _home_flag(name: str, values: Mapping[str, Any]) -> str:
+    """The flag that set where an agent's files are: an option of its own that names the
+    folder (Vibe's --vibe.session-dir), else its home flag."""
+    harness = HARNESSES[name]
+    given = [o.flag for o in harness.options if o.metavar == "DIR" and values.get(o.dest)]
+    return given[0] if given else harness.home_flag
+
+
+def _check_home(name: str, home: Path, flag: str, fail: Callable[[str], NoReturn]) -> None:
+    where = f"--{flag} (or {env_name('--' + flag)})"
+    if home.exists() and not home.is_dir():
+        fail(f"{name} home {home} is a file, not a folder: point {where} at the agent's folder")
+    if home.exists() and not os.access(home, os.R_OK | os.X_OK):
+        fail(
+            f"{name} home {home} exists but cannot be read: check its permissions, "
+            f"or point {where} elsewhere"
+        )
 
 
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
-    args_in = _command_first(list(argv))
-    top = parser(environ)
-    for name, raw in environ.items():
-        if name.startswith(ENV_PREFIX + "HARNESS_") and raw.strip().lower() not in _TRUE | _FALSE:
-            top.error(f"{name}={raw!r}: use true or false")
-    traces_env = environ.get(env_name("--traces.enabled"), "true").strip().lower()
-    if traces_env not in _TRUE | _FALSE:
-        top.error(f"{env_name('--traces.enabled')}={traces_env!r}: use true or false")
-    args = top.parse_args(args_in)
+    top, known = _parser(environ)
+    args = top.parse_args(command_first(list(argv), COMMANDS, value_flags(top)))
     if args.command is None:
         top.print_help()
         raise SystemExit(0)
     values = vars(args)
+    fail = Parser(prog=f"{top.prog} {args.command}").error
+    fill(values, known, environ, args.command, fail)
     host, port = values["web.listen_address"]
     settings = {
         name: settings_of(
             harness,
             Path(values[harness.home_flag.replace("-", "_")]).expanduser(),
-            {o.flag: values[o.flag.replace("-", "_")] for o in harness.options},
+            {o.flag: values[o.dest] for o in harness.options},
         )
         for name, harness in HARNESSES.items()
         if values[f"harness.{name}".replace("-", "_")]
     }
     if not settings:
-        top.error("every harness is disabled (--no-harness.*): there is nothing to read")
+        fail("every harness is disabled (--no-harness.*): there is nothing to read")
     for name, found in settings.items():
-        home = found.home
-        if home.exists() and not os.access(home, os.R_OK | os.X_OK):
-            top.error(
-                f"{name} home {home} exists but cannot be read: check its permissions, "
-                f"or point --{HARNESSES[name].home_flag} elsewhere"
-            )
+        _check_home(name, found.home, _home_flag(name, values), fail)
     return Config(
         command=args.command,
         host=host,

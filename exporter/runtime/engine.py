@@ -463,7 +463,10 @@ class Engine:
             return False
         if result.oversized:
             self.stats.parse_errors[(agent, "oversized_line")] += result.oversized
-            self._once(path, "oversized_line", agent, "line over the size limit skipped")
+            limit = entry.tail.max_line_bytes if isinstance(entry.tail, JsonlTail) else 0
+            where = f"line {result.oversized_line}" if result.oversized_line else "a line"
+            size = f"the limit of {limit / 2**20:g} MiB" if limit else "the size limit"
+            self._once(path, "oversized_line", agent, f"{where} is longer than {size}: skipped")
         self._fold(path, entry, fed)
         return True
 
@@ -498,7 +501,10 @@ class Engine:
             return
         agent = entry.source.harness.name
         self.stats.parse_errors[(agent, "read_error")] += 1
-        self._once(path, "read_error", agent, error)
+        said: object = error
+        if isinstance(error, OSError) and error.strerror and error.filename == _name(path):
+            said = error.strerror  # the path is in the line already
+        self._once(path, "read_error", agent, said)
 
     def _read_doc(self, path: Found, entry: _File, doc: JsonDoc) -> None:
         agent = entry.source.harness.name

@@ -142,7 +142,7 @@ def _read(job: Job) -> Read:
     `more`, and the main process reads on from there (meeting that error itself, if it lasts)."""
     tail = ZstdJsonl(job.path) if job.compressed else JsonlTail(job.path)
     reader = job.harness.reader(job.rel)
-    fed, nread, oversized = Fed(), 0, 0
+    fed, nread, oversized, first = Fed(), 0, 0, 0
     result = tail.read()
     if result.error is not None:
         return Read(tail, reader, replace(result, lines=[]), fed)
@@ -153,11 +153,13 @@ def _read(job: Job) -> Read:
         fed.records += piece.records
         fed.errors += piece.errors
         nread, oversized = nread + result.bytes_read, oversized + result.oversized
+        first = first or result.oversized_line
         more = result.more
         if more:
             result = tail.read()
         if not more or result.error is not None:
-            return Read(tail, reader, TailResult([], False, nread, None, oversized, more), fed)
+            summed = TailResult([], False, nread, None, oversized, more, first)
+            return Read(tail, reader, summed, fed)
 
 
 def _lean(event: Event) -> Event:

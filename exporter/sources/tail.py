@@ -97,6 +97,8 @@ class TailResult:
     """Lines skipped for exceeding ``max_line_bytes``."""
     more: bool = False
     """The read stopped after ``READ_LIMIT`` bytes: call again for the rest."""
+    oversized_line: int = 0
+    """The number of the first line skipped for its length (0: none)."""
 
 
 @dataclass(slots=True)
@@ -107,6 +109,8 @@ class _Cursor:
     """Lines consumed so far."""
     discarding: bool = False
     """Inside an oversized line: drop bytes up to the next newline."""
+    first_oversized: int = 0
+    """The number of the first line this read skipped for its length."""
 
 
 class JsonlTail:
@@ -139,6 +143,11 @@ class JsonlTail:
     def path(self) -> Path:
         """The file followed (kept as the string `file`: a `Path` costs five times as much)."""
         return Path(self.file)
+
+    @property
+    def max_line_bytes(self) -> int:
+        """The longest line read; a longer one is skipped and counted."""
+        return self._max
 
     @property
     def offset(self) -> int:
@@ -195,7 +204,7 @@ class JsonlTail:
         self._offset, self._number, self._discarding = c.offset, c.number, c.discarding
         self._ident, self._head = ident, head
         self._mtime_ns = st.st_mtime_ns
-        return TailResult(lines, reset, nread, None, oversized, more)
+        return TailResult(lines, reset, nread, None, oversized, more, cursor.first_oversized)
 
     def _replaced(self, ident: tuple[int, int], size: int, head: bytes) -> bool:
         if self._ident is None:
@@ -232,6 +241,7 @@ class JsonlTail:
                 cursor.discarding = False
             elif end - start > self._max:
                 oversized += 1
+                cursor.first_oversized = cursor.first_oversized or cursor.number + 1
             else:
                 stop = end - 1 if end > start and data[end - 1] == 13 else end  # 13: "\r"
                 if stop > start:
@@ -244,6 +254,7 @@ class JsonlTail:
         rest = data[start:] if start else data
         if cursor.discarding or len(rest) > self._max:
             oversized += not cursor.discarding
+            cursor.first_oversized = cursor.first_oversized or cursor.number + 1
             cursor.discarding = True
             cursor.offset += len(rest)
             rest = b""
@@ -266,7 +277,7 @@ class ZstdJsonl:
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as raw:
-                lines, oversized = self._lines(raw)
+                lines, oversized, first = self._lines(raw)
         except (OSError, zstandard.ZstdError) as exc:
             error = (
                 _named(exc, self.file)
@@ -275,7 +286,7 @@ class ZstdJsonl:
             )
             return TailResult([], False, 0, error, 0)
         reset, self._key = self._key is not None, stat_key(st)
-        return TailResult(lines, reset, st.st_size, None, oversized)
+        return TailResult(lines, reset, st.st_size, None, oversized, False, first)
 
     def settled(self) -> tuple[int, int, int, int] | None:
         """The `stat_key` of the file for which `read()` finds nothing to do (None: it reads)."""
@@ -285,10 +296,11 @@ class ZstdJsonl:
     def path(self) -> Path:
         return Path(self.file)
 
-    def _lines(self, raw: IO[bytes]) -> tuple[list[Line], int]:
-        """Every line of the stream; the last one needs no newline (the file is complete)."""
+    def _lines(self, raw: IO[bytes]) -> tuple[list[Line], int, int]:
+        """Every line of the stream (the last one needs no newline: the file is complete), how
+        many were too long, and the first of those."""
         lines: list[Line] = []
-        oversized = number = offset = 0
+        oversized = number = offset = first = 0
         buf, skipping, path = b"", False, self.file
         for chunk in _decompressed(raw):
             *complete, rest = (buf + chunk).split(b"\n")
@@ -296,15 +308,17 @@ class ZstdJsonl:
                 number += 1
                 if skipping or len(text) > self._max:
                     oversized, skipping = oversized + (not skipping), False
+                    first = first or number
                 elif line := text.removesuffix(b"\r"):
                     lines.append(Line(path, offset, number, line))
                 offset += len(text) + 1
             buf = rest
             if len(buf) > self._max:  # drop the long line's bytes as they come
                 oversized, skipping, offset, buf = oversized + 1, True, offset + len(buf), b""
+                first = first or number + 1
         if buf.strip() and not skipping:
             lines.append(Line(path, offset, number + 1, buf.removesuffix(b"\r")))
-        return lines, oversized
+        return lines, oversized, first
 
 
 def _decompressed(raw: IO[bytes]) -> Iterator[bytes]:
@@ -323,9 +337,9 @@ def _decompressed(raw: IO[bytes]) -> Iterator[bytes]:
 
 
 def _named(error: OSError, file: str) -> OSError:
-    """The error as it reads when the file is opened by `Path` (`... : PosixPath('/x')`)."""
-    if error.filename == file:
-        error.filename = Path(file)
+    """The error, naming the file it is about (an error raised by a helper may name none)."""
+    if error.filename is None:
+        error.filename = file
     return error
 
 
