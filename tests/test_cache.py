@@ -238,3 +238,22 @@ def test_the_cache_is_never_written_in_an_agent_folder(
 def test_only_the_commands_use_the_cache(tmp_path: Path) -> None:
     app(INTERACTIVE, tmp_path, cache=False)
     assert cache_files(tmp_path) == []
+
+
+def test_a_journal_saved_whole_again_longer_reads_like_a_cold_start(tmp_path: Path) -> None:
+    """Same inode, same first bytes, longer, other bytes before the old offset (a recorded
+    session whose usage changed): a warm start gives what a cold start of the new file does."""
+    home, journal, whole = copy_interactive(tmp_path)
+    exposition(home, tmp_path / "state")  # cold, cache written
+    rewritten = whole.replace(b'"output_tokens":25', b'"output_tokens":50625') + b"\n"
+    assert rewritten[:64] == whole[:64] and len(rewritten) > len(whole)
+    with journal.open("r+b") as f:
+        f.write(rewritten)
+    warm = exposition(home, tmp_path / "state")
+    assert counted(warm) == counted(exposition(home, None))
+    (output,) = [
+        x
+        for x in warm.splitlines()
+        if x.startswith("coding_agent_tokens_total{") and 'type="output"' in x
+    ]
+    assert float(output.rsplit(" ", 1)[1]) > 50_000  # the new usage, not the old (240)

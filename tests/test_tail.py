@@ -126,6 +126,22 @@ def test_rewrite_in_place_detected(log: Path) -> None:
     assert result.lines == [Line(str(log), 0, 1, b'{"q":7}')]
 
 
+def test_rewrite_in_place_longer_with_the_same_head_detected(log: Path) -> None:
+    """An agent that saves its whole log again at each step: same inode, same first 64
+    bytes, longer than before, other bytes before the old offset."""
+    tail = JsonlTail(log)
+    append(log, HEADER + b'\n{"usage":627}\n')
+    tail.read()
+    with log.open("r+b") as f:  # written whole again over the same inode
+        f.write(HEADER + b'\n{"usage":50627}\n{"n":3}\n')
+    assert log.stat().st_size > tail.offset
+    result = tail.read()
+    assert result.reset
+    assert texts(result) == [HEADER, b'{"usage":50627}', b'{"n":3}']
+    append(log, b'{"n":4}\n')  # and an append after it is an append again
+    assert (tail.read().reset, texts(tail.read())) == (False, [])
+
+
 def test_deleted_file_reports_error_then_recreated_resets(log: Path) -> None:
     tail = JsonlTail(log)
     append(log, b'{"a":1}\n{"b":2}\n')

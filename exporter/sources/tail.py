@@ -17,9 +17,11 @@ complete new lines as ``Line`` values (bytes; callers decode and parse). The con
 * A read takes what the file holds beyond the offset in one piece (up to ``READ_LIMIT``);
   each line is a view of that piece, not a copy (a line spanning two reads is joined once),
   so following a file costs little more than reading it.
-* Truncation (size below the offset) and rewrite/replacement (another device or inode,
-  or the first 64 bytes differ from those seen before) restart at byte 0 with
-  ``reset=True``: the caller drops what it derived from this file.
+* Truncation (size below the offset) and rewrite/replacement (another device or inode, the
+  first 64 bytes differ from those seen before, or the 64 bytes before the offset do: a file
+  saved whole again, longer, over the same inode) restart at byte 0 with ``reset=True``: the
+  caller drops what it derived from this file. The bytes before the offset are kept as a
+  CRC-32, not as bytes.
 * A file whose identity, size and mtime are unchanged is not opened (one ``stat``), so a
   same-size in-place rewrite within one mtime tick is noticed at the file's next change.
 * An error opening or reading (deleted, permission denied, ...) is returned in ``error``
@@ -43,6 +45,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +130,7 @@ class JsonlTail:
         "_mtime_ns",
         "_number",
         "_offset",
+        "_seam",
         "file",
     )
 
@@ -137,6 +141,7 @@ class JsonlTail:
         self._offset, self._number, self._discarding = 0, 0, False  # a `_Cursor`, flat
         self._ident: tuple[int, int] | None = None
         self._head = b""
+        self._seam = 0  # CRC-32 of the bytes just before `_offset` (up to _HEAD of them)
         self._mtime_ns = -1
 
     @property
@@ -157,11 +162,11 @@ class JsonlTail:
     def __getstate__(self) -> tuple[Any, ...]:
         """Flat, for the catch-up cache (`cache`), which loads one of these per file."""
         where = (self._offset, self._number, self._discarding, self._ident, self._head)
-        return (self.file, self._max, *where, self._mtime_ns)
+        return (self.file, self._max, *where, self._seam, self._mtime_ns)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         self.file, self._max, self._offset, self._number, self._discarding, *rest = state
-        self._ident, self._head, self._mtime_ns = rest
+        self._ident, self._head, self._seam, self._mtime_ns = rest
         self._limit = READ_LIMIT
 
     def read(self) -> TailResult:
@@ -196,13 +201,14 @@ class JsonlTail:
     def _read_fd(self, fd: int, st: os.stat_result) -> TailResult:
         ident = (st.st_dev, st.st_ino)
         head = os.pread(fd, _HEAD, 0)
-        reset = self._replaced(ident, st.st_size, head)
+        reset = self._replaced(ident, st.st_size, head) or self._seam_moved(fd)
         cursor = _Cursor() if reset else _Cursor(self._offset, self._number, self._discarding)
         lines, nread, oversized, more = self._scan(fd, cursor, st.st_size)
+        seam = _seam(fd, cursor.offset) if cursor.offset != self._offset or reset else self._seam
         # Commit only now: an OSError above leaves the old state for a retry.
         c = cursor
         self._offset, self._number, self._discarding = c.offset, c.number, c.discarding
-        self._ident, self._head = ident, head
+        self._ident, self._head, self._seam = ident, head, seam
         self._mtime_ns = st.st_mtime_ns
         return TailResult(lines, reset, nread, None, oversized, more, cursor.first_oversized)
 
@@ -210,6 +216,10 @@ class JsonlTail:
         if self._ident is None:
             return False
         return ident != self._ident or size < self._offset or not head.startswith(self._head)
+
+    def _seam_moved(self, fd: int) -> bool:
+        """The bytes before the offset are not those read there: the file was written again."""
+        return self._ident is not None and _seam(fd, self._offset) != self._seam
 
     def _scan(self, fd: int, cursor: _Cursor, size: int) -> tuple[list[Line], int, int, bool]:
         lines: list[Line] = []
@@ -334,6 +344,12 @@ def _decompressed(raw: IO[bytes]) -> Iterator[bytes]:
             data, frame, pending = frame.unused_data, zstd.decompressobj(), False
     if pending:
         raise OSError(errno.EIO, "zstd: the compressed stream ends inside a frame")
+
+
+def _seam(fd: int, offset: int) -> int:
+    """CRC-32 of the up-to-`_HEAD` bytes of `fd` that end at `offset` (0 at the start)."""
+    size = min(_HEAD, offset)
+    return zlib.crc32(os.pread(fd, size, offset - size)) if size else 0
 
 
 def _named(error: OSError, file: str) -> OSError:
