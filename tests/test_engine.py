@@ -239,3 +239,30 @@ def test_rescan_finds_changes_without_file_events(tmp_path: Path, journal: list[
     other.unlink()
     engine.rescan()
     assert engine.stats.files[A] == 1
+
+
+def test_a_record_with_a_field_of_the_wrong_type_is_rejected_whole(
+    tmp_path: Path, journal: list[bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    """`"output_tokens": "many"`: not a response of no tokens, but a record not used at all,
+    counted under bad_field and logged once with its file and line."""
+    import json
+
+    lines = list(journal)
+    at = next(i for i, line in enumerate(lines) if b'"output_tokens"' in line)
+    record = json.loads(lines[at])
+    record["message"]["usage"]["output_tokens"] = "many"
+    lines[at] = json.dumps(record).encode() + b"\n"
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(lines))
+    engine = engine_on(tmp_path)
+    with caplog.at_level("WARNING"):
+        engine.catch_up()
+    assert engine.stats.parse_errors[(A, "bad_field")] == 1
+    said = [r.getMessage() for r in caplog.records if "bad_field" in r.getMessage()]
+    assert len(said) == 1 and str(path) in said[0] and f"line {at + 1}" in said[0]
+    assert "'many' is not a count of tokens" in said[0]
+    reference = engine_on(tmp_path / "whole")
+    journal_path(tmp_path / "whole").write_bytes(b"".join(journal[:at] + journal[at + 1 :]))
+    reference.catch_up()
+    assert engine.state.totals.tokens == reference.state.totals.tokens  # as if never written

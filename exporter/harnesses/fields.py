@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from .base import RecordRejected
+
 
 def timestamp(value: object) -> float | None:
     """ISO 8601 text or epoch (ms or s) → Unix seconds."""
@@ -22,8 +24,16 @@ def timestamp(value: object) -> float | None:
 
 
 def count(value: object) -> int:
-    """A token count or similar: a positive int, else 0 (never a bool)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A token count or similar: a whole number of zero or more (an absent one, `null`, is 0).
+    Anything else makes the record unusable whole (`RecordRejected`, reason `bad_field`): a
+    record whose usage says "many" is not a response of no tokens."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    raise RecordRejected("bad_field", f"{value!r} is not a count of tokens")
 
 
 def nonempty(value: object) -> str | None:
