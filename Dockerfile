@@ -1,11 +1,13 @@
 # coding-agent-exporter in a container. docker-compose.yml builds it, mounts the agent folders
 # read-only and shares the host's pid namespace so that live agent processes can be checked.
-FROM python:3.11-slim
+# The base image pinned to the Python the tests run on; the dependencies to requirements.lock.
+FROM python:3.11.7-slim-bookworm
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY requirements.lock pyproject.toml README.md ./
 COPY exporter ./exporter
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir --no-deps -r requirements.lock \
+    && pip install --no-cache-dir --no-deps . \
     && rm -rf /src \
     && useradd --create-home --uid 1000 agent \
     && mkdir -m 1777 /state

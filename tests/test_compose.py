@@ -13,12 +13,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from exporter.harnesses import HARNESSES
 from exporter.runtime.config import parse
 
 from .backends import binary
@@ -109,13 +111,16 @@ def test_exporter_reads_agent_folders_read_only_in_the_host_pid_namespace(
     exporter = model["services"]["exporter"]
     assert exporter["pid"] == "host"
     assert exporter["build"]["context"] == str(ROOT)
-    assert "/home/alice/.claude:/home/agent/.claude:ro" in exporter["volumes"]
+    assert "/home/alice:/home/alice:ro" in exporter["volumes"]  # every agent's folder
     assert exporter["environment"]["HOME"] == "/home/alice"
-    # the command line the container runs is one the exporter accepts
+    # the command line the container runs is one the exporter accepts, and it reads every
+    # agent's folder where it is on the host
     config = parse(exporter["command"], {"HOME": "/home/alice"})
     assert config.command == "serve"
     assert (config.host, config.port) == ("0.0.0.0", 10464)
-    assert config.homes["claude-code"] == Path("/home/agent/.claude")
+    assert len(config.homes) == len(HARNESSES)
+    for agent, home in config.homes.items():
+        assert home.is_relative_to("/home/alice"), agent
 
 
 def test_bind_mounts_exist_and_land_where_the_configs_expect(model: dict[str, Any]) -> None:
@@ -168,11 +173,34 @@ def test_services_the_configs_name_exist(model: dict[str, Any]) -> None:
 
 def test_dockerfile() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    assert text.splitlines()[2] == "FROM python:3.11-slim"
-    assert "pip install --no-cache-dir ." in text
+    (base,) = re.findall(r"^FROM (\S+)$", text, flags=re.M)
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base), base  # a patch release
+    assert "pip install --no-cache-dir --no-deps -r requirements.lock" in text
+    assert "pip install --no-cache-dir --no-deps ." in text
     assert 'CMD ["--web.listen-address", "0.0.0.0:10464"]' in text
     assert 'ENTRYPOINT ["coding-agent-exporter"]' in text
     for copied in re.findall(r"^COPY (.+) \S+$", text, flags=re.M):
         for name in copied.split():
             assert (ROOT / name).exists(), name
     assert shutil.which("docker-compose")
+
+
+def test_the_lock_pins_every_runtime_dependency_and_ci_tests_those() -> None:
+    """requirements.lock: an exact version of every dependency in pyproject.toml (and of
+    theirs); .ci/run installs it, so the tests run on what the image installs."""
+    import tomllib
+    from importlib.metadata import version
+
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, pinned = line.split("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = pinned
+    wanted = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in wanted:
+        name = re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ ;\[]", requirement)[0]).lower()
+        assert name in pins, requirement
+    assert "-r requirements.lock" in (ROOT / ".ci/run").read_text()
+    if Path(sys.prefix).resolve() == (ROOT / ".venv").resolve():  # .ci/run's: it has the lock
+        for name, pinned in pins.items():
+            assert version(name) == pinned, name
