@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _sessions(config)
     if config.command == "metrics":
         return _metrics(config)
+    if config.command == "notify":
+        return _notify(config)
     if config.command == "traces":
         return _traces(config)
     return serve(config)
@@ -181,6 +183,29 @@ class Spans:
     def shutdown(self) -> None:
         self.provider.shutdown()
         self.checkpoint.save(time.time())
+
+
+def _notify(config: Config) -> int:
+    from ..web.notify import NotifyServer, command_notifier, default_command
+
+    command = default_command(config.notify_command)
+    host, port = config.notify_address
+    try:
+        server = NotifyServer((host, port), command_notifier(command) if command else None)
+    except OSError as error:
+        log.error("notify: cannot listen on %s: %s", hostport(host, port), error)
+        return 1
+    shown = command[0] if command else "the log only"
+    log.info("notify: Alertmanager's webhook at http://%s/alerts → %s", hostport(host, port), shown)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.serve_forever()
+    server.server_close()
+    return 0
 
 
 def hostport(host: str, port: int) -> str:

@@ -26,7 +26,8 @@ from .settings import settings_of
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
 DEFAULT_TELEMETRY_PATH = "/metrics"
-COMMANDS = ("serve", "sessions", "metrics", "traces")
+COMMANDS = ("serve", "sessions", "metrics", "traces", "notify")
+DEFAULT_NOTIFY = "127.0.0.1:9095"
 SERVE = frozenset({"serve"})
 TRACING = frozenset({"serve", "traces"})
 
@@ -51,6 +52,8 @@ class Config:
     capture: bool = False
     web_config: Path | None = None
     output: Path | None = None
+    notify_address: tuple[str, int] = ("127.0.0.1", 9095)
+    notify_command: str = "notify-send"
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -264,6 +267,32 @@ def _parser(
         metavar="FILE",
         help="write OTLP/JSON lines (one ExportTraceServiceRequest a line) instead of sending",
     )
+    notify = commands.add_parser(
+        "notify",
+        parents=[common],
+        help="receive Alertmanager's webhook and show each alert as a desktop notification",
+    )
+    notify_flags: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
+        (
+            "--notify.listen-address",
+            DEFAULT_NOTIFY,
+            "Address to take Alertmanager's webhook on (its url: http://HOST:PORT/alerts).",
+            {"type": listen_address, "metavar": "HOST:PORT"},
+        ),
+        (
+            "--notify.command",
+            "notify-send",
+            "Program run as COMMAND TITLE BODY for each alert; '' to only log them.",
+            {"metavar": "COMMAND"},
+        ),
+    )
+    for flag, default, text, kw in notify_flags:
+        env = env_name(flag)
+        known.append(Setting(flag, env, default, kw.get("type"), None, frozenset({"notify"})))
+        shown = environ.get(env, default) or "none"
+        notify.add_argument(
+            flag, default=argparse.SUPPRESS, help=f"{text} [env {env}] (default: {shown})", **kw
+        )
     return top, known
 
 
@@ -328,4 +357,6 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         capture=values["traces.capture_content"],
         web_config=Path(values["web.config.file"]) if values["web.config.file"] else None,
         output=values.get("output"),
+        notify_address=values.get("notify.listen_address", ("127.0.0.1", 9095)),
+        notify_command=values.get("notify.command", "notify-send"),
     )
