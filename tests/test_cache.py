@@ -257,3 +257,27 @@ def test_a_journal_saved_whole_again_longer_reads_like_a_cold_start(tmp_path: Pa
         if x.startswith("coding_agent_tokens_total{") and 'type="output"' in x
     ]
     assert float(output.rsplit(" ", 1)[1]) > 50_000  # the new usage, not the old (240)
+
+
+def test_a_running_exporter_counts_only_what_a_rewritten_file_says_now(tmp_path: Path) -> None:
+    """`serve` follows a journal that is then saved whole again with less in it (a tool that
+    edits it): every file is read again, and the counters are those of a cold start on
+    today's files, not the largest of both."""
+    home, journal, whole = copy_interactive(tmp_path)
+    running = app(home, None)
+    before = generate_latest(running.registry).decode()
+    rewritten = whole.replace(b'"output_tokens":25', b'"output_tokens":5') + b"\n"
+    with journal.open("r+b") as f:
+        f.write(rewritten)
+    running.changed([journal])
+    after = generate_latest(running.registry).decode()
+    cold = exposition(home, None)
+
+    def tokens(text: str) -> list[str]:
+        return [x for x in text.splitlines() if x.startswith("coding_agent_tokens_total{")]
+
+    assert tokens(after) == tokens(cold) != tokens(before)
+    health = ("coding_agent_exporter_bytes_read_total{", "coding_agent_exporter_records_total{")
+    assert counted("\n".join(x for x in after.splitlines() if not x.startswith(health))) == counted(
+        "\n".join(x for x in cold.splitlines() if not x.startswith(health))
+    )

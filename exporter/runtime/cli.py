@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -87,9 +88,7 @@ class App:
         if spans is not None:
             self.state.traced_since = spans.writer.since  # exemplars link to those traces
         self.stats = Stats()
-        sources = [
-            Source(make(name, found, PROBES), found.home) for name, found in config.settings.items()
-        ]
+        sources = self._sources()
         store = None  # no catch-up cache under traces: spans need the turns seen as they are read
         if cache and spans is None and config.state_dir is not None:
             store = Cache(config.state_dir, [(s.harness.name, s.home) for s in sources])
@@ -97,6 +96,7 @@ class App:
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)
         collector = StateCollector(self.state, agents, config.project, clock=clock, probe=probe)
+        self.collector = collector
         self.registry.register(collector)
         counts = spans.exporter.counts if spans is not None else None
         self.registry.register(ExporterCollector(self.stats, agents, counts))
@@ -130,6 +130,39 @@ class App:
             time.monotonic() - started,
             f" ({per_agent})" if per_agent else "",
         )
+
+    def _sources(self) -> list[Source]:
+        return [
+            Source(make(name, found, PROBES), found.home)
+            for name, found in self.config.settings.items()
+        ]
+
+    def changed(self, paths: list[Path]) -> None:
+        """What the watcher reported, read; if a file was written again from its start, every
+        file is read again (`rebuild`): what it said before must not count any more."""
+        self.engine.changed(paths)
+        if self.engine.rewritten:
+            first, more = self.engine.rewritten[0], len(self.engine.rewritten) - 1
+            also = f" (and {more} more)" if more else ""
+            log.info("%s%s was written again from its start: reading every file again", first, also)
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        """A state made from today's files alone, in place of the one that counted what a
+        rewritten file said before. Read with no observer (the turns were traced as they
+        happened), then swapped in whole; the health counters go on."""
+        started = time.monotonic()
+        fresh, read = State(), Stats()
+        fresh.traced_since = self.state.traced_since
+        engine = Engine(self._sources(), fresh, read, workers=self.engine.workers)
+        engine.catch_up()
+        engine.stats = self.stats
+        with self.state.lock, fresh.lock:
+            fresh.observer = self.state.observer
+            fresh.refresh(self.clock(), self.probe)
+            self.state, self.engine, self.collector.state = fresh, engine, fresh
+            self.stats.went_on(read)
+        log.info("read every file again in %.1fs", time.monotonic() - started)
 
     def refresh(self) -> None:
         """Decide again which sessions are live (and end the work of those that are not)."""
@@ -301,7 +334,7 @@ def serve(config: Config) -> int:
             wait = 1.0 if refresh_due is None else max(0.0, refresh_due - time.monotonic())
             changed = watcher.changed(timeout=min(1.0, wait))
             if changed:
-                app.engine.changed(sorted(changed))
+                app.changed(sorted(changed))
                 if refresh_due is None:
                     refresh_due = max(time.monotonic(), last_refresh + REFRESH_AFTER_CHANGE)
             now = time.monotonic()

@@ -91,6 +91,9 @@ class Engine:
         self._logged: set[tuple[str, str]] = set()
         self._pending: memoryview | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
+        self.rewritten: list[str] = []
+        """Files followed since the catch-up that were written again from their start (truncated,
+        replaced, saved whole again): what they said before is in the state (`cli.App`)."""
 
     @property
     def roots(self) -> list[Path]:
@@ -439,6 +442,7 @@ class Engine:
                 if self._cached:
                     raise _Stale(f"{path} was replaced")
                 entry.reader = entry.source.harness.reader(entry.rel)
+                self.rewritten.append(_name(path))
             if self._lines_read(path, entry, result, Fed()):  # a piece is folded at once
                 self._fold(path, entry, feed_lines(entry.reader, result.lines, decode))
             more = result.more and result.error is None

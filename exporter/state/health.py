@@ -21,3 +21,14 @@ class Stats:
     files: Counter[str] = field(default_factory=Counter)
     up: dict[str, bool] = field(default_factory=dict)
     rescanning: bool = False  # file events cannot be had: the loop rescans instead
+
+    def went_on(self, again: Stats) -> None:
+        """Counters after every file was read again into `again`: bytes and records read add
+        up (they were read again), errors stay the most ever seen (the same bad record is not
+        two), the files followed and readers up are today's."""
+        self.bytes_read.update(again.bytes_read)
+        self.records.update(again.records)
+        for key, value in again.parse_errors.items():
+            self.parse_errors[key] = max(self.parse_errors[key], value)
+        self.files = again.files
+        self.up = {**self.up, **again.up}
