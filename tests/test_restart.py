@@ -151,8 +151,10 @@ def test_sigkill_while_following_live_sessions_then_restart(
         try:
             wait_for(
                 "the turns open at the last stop",
-                lambda: len(everything_ids - {(s.trace_id, s.span_id) for s in sink.spans})
-                <= len(everything_ids) // 10,
+                lambda: (
+                    len(everything_ids - {(s.trace_id, s.span_id) for s in sink.spans})
+                    <= len(everything_ids) // 10
+                ),
             )
         finally:
             process.send_signal(signal.SIGTERM)
