@@ -59,21 +59,18 @@ from ..state.session import Session, Subagent
 from . import semconv as sc
 from .checkpoint import Checkpoint
 from .redact import redact
-from .turns import Chat, Held, Sub, Tree, messages, ns, usage_attributes
+from .subagent_spans import SubagentSpans
+from .turns import MAX_HELD, Chat, Held, Key, Tree, messages, ns, usage_attributes
 
 NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids", default=None)
 """(trace id, span id) the SDK's id generator should hand out for the span being started."""
-MAX_HELD = 10_000
-"""Tool-call contexts, held sub-agent work and held lead work kept at most (oldest dropped)."""
 MAX_TREES = 2_000
 """Turns waiting to be complete at most (the oldest is sent as it is)."""
 SENT_CHATS = 10_000
+"""Responses whose span was sent, remembered so a late record of one makes no second span."""
 IN_PROGRESS = 6 * 3600.0
 """A turn begun this long before `since` may still be running then: it is built as it is read
 and sent if it ends after `since` (a turn in progress when the exporter started)."""
-"""Responses whose span was sent, remembered so a late record of one makes no second span."""
-
-Key = tuple[str, str]  # (agent, session id)
 
 
 @contextmanager
@@ -85,8 +82,9 @@ def _ids(trace_id: int, span_id: int) -> Iterator[None]:
         NEXT_IDS.reset(token)
 
 
-class SpanWriter:
-    """An `observer.Observer` that writes spans through `tracer`."""
+class SpanWriter(SubagentSpans):
+    """An `observer.Observer` that writes spans through `tracer` (its sub-agent part:
+    `subagent_spans`)."""
 
     def __init__(
         self,
@@ -105,14 +103,9 @@ class SpanWriter:
         self._lead_held: dict[Key, list[Held]] = {}
         self._tools: dict[str, tuple[Span, int]] = {}  # open call → its span and owner
         self._tool_contexts: OrderedDict[str, tuple[SpanContext, int]] = OrderedDict()
-        self._subagents: dict[int, Sub] = {}  # id(sub) → its span, while its turn is not sent
-        self._sub_contexts: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
         self._chats: dict[str, Chat] = {}  # by response id, while its turn is not sent
         self._sent_chats: OrderedDict[str, None] = OrderedDict()
-        self._held: dict[int, list[Callable[[], None]]] = {}
-        self._held_subs: dict[int, tuple[Session, Subagent]] = {}  # whose work is held
-        self._beneath_turn: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
-        self._held_calls: dict[str, int] = {}  # tool call → the sub-agent whose work is held
+        self._begin_subagents()
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -347,83 +340,6 @@ class SpanWriter:
         )
         self._end(self._trees.get(parent.trace_id), span, end, start)
 
-    # -- sub-agents ----------------------------------------------------------------------------
-
-    def subagent_started(self, session: Session, sub: Subagent) -> None:
-        for replay in self._held.pop(id(sub), []) if self._sub_parent(sub) else []:
-            replay()
-
-    def subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
-        found = self._subagent_span(session, sub)
-        if found is None:
-            if id(sub) in self._held:
-                self._held[id(sub)].append(lambda: self.subagent_ended(session, sub, outcome, at))
-            return
-        if found.ended:
-            return  # told already
-        found.ended, span = True, found.span
-        span.set_attribute(sc.SUBAGENT_OUTCOME, outcome)
-        if outcome == "failed":
-            span.set_status(Status(StatusCode.ERROR, "sub-agent failed"))
-        tree = self._trees.get(span.get_span_context().trace_id)
-        if tree is not None:
-            tree.open_subs -= 1
-        self._end(tree, span, max(at, sub.started_at or at))
-
-    def _subagent_span(self, session: Session, sub: Subagent) -> Sub | None:
-        """Its span while its turn is not sent; None when sent, or its launching call is not
-        known yet."""
-        found = self._subagents.get(id(sub))
-        if found is not None or id(sub) in self._sub_contexts:
-            return found
-        parent = self._sub_parent(sub)
-        if parent is None:
-            return None
-        context, owner = parent
-        kind = sub.subagent_type or "unknown"
-        attributes: dict[str, str | bool] = {
-            sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
-            sc.AGENT_NAME: kind,
-            sc.AGENT_ID: sub.id,
-            sc.CONVERSATION_ID: session.session_id,
-            sc.SUBAGENT_BACKGROUND: sub.background,
-        }
-        if sub.title:
-            attributes[sc.AGENT_DESCRIPTION] = sub.title
-        span_id = ids.derive(8, "subagent", sub.id)
-        tree = self._trees.get(context.trace_id)
-        start = sub.started_at or (tree.start if tree is not None else 0.0)  # none told: its turn's
-        span = self._start(
-            f"invoke_agent {kind}", context, context.trace_id, span_id, start, attributes
-        )
-        found = self._subagents[id(sub)] = Sub(span, span_id, context.trace_id)
-        if tree is not None:
-            tree.invokes[span_id] = owner
-            tree.ends[span_id] = (span, start, None)
-            tree.open_subs += 1
-            tree.members.append(id(sub))
-        self._sub_contexts[id(sub)] = (span.get_span_context(), span_id)
-        if len(self._sub_contexts) > MAX_HELD:
-            self._sub_contexts.popitem(last=False)
-        return found
-
-    def _sub_parent(self, sub: Subagent) -> tuple[SpanContext, int] | None:
-        found = self._tool_contexts.get(sub.call_id) if sub.call_id else None
-        return found or self._beneath_turn.get(id(sub))
-
-    def _adopted(self, session: Session, sub: Subagent, sub_id: int) -> None:
-        """A sub-agent whose launching call is still not known once the reading settled
-        (Vibe names none): beneath the turn of its session that is not sent yet, if any."""
-        tree = self._turns.get((session.agent, session.session_id))
-        if tree is None or tree.trace_id not in self._trees:
-            return
-        self._held_subs.pop(sub_id)
-        if len(self._beneath_turn) >= MAX_HELD:
-            self._beneath_turn.popitem(last=False)
-        self._beneath_turn[sub_id] = (tree.context, tree.context.span_id)
-        for replay in self._held.pop(sub_id, []):
-            replay()
-
     # -- plumbing ------------------------------------------------------------------------------
 
     def _parent(
@@ -444,16 +360,7 @@ class SpanWriter:
                 return tree.context, tree.context.span_id, tree
             self._lead_work(session, at, stable, retry)
             return None
-        found = self._subagent_span(session, sub)
-        if found is None and id(sub) in self._sub_contexts:  # its turn was sent already
-            context, span_id = self._sub_contexts[id(sub)]
-            return context, span_id, self._trees.get(context.trace_id)
-        if found is not None:
-            return found.span.get_span_context(), found.span_id, self._trees.get(found.tree)
-        if sum(map(len, self._held.values())) < MAX_HELD:
-            self._held.setdefault(id(sub), []).append(retry)
-            self._held_subs[id(sub)] = (session, sub)
-        return None
+        return self._beneath(session, sub, retry)
 
     def _takes(self, tree: Tree, at: float) -> bool:
         """Lead work at `at` joins the turn: not sent yet, and open or ended no earlier."""

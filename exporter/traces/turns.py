@@ -19,7 +19,11 @@ from ..state.session import ZERO, Session
 from . import semconv as sc
 from .redact import redact
 
-__all__ = ["Chat", "Held", "Sub", "Tree", "messages", "ns", "usage_attributes"]
+__all__ = ["MAX_HELD", "Chat", "Held", "Key", "Sub", "Tree", "messages", "ns", "usage_attributes"]
+
+MAX_HELD = 10_000
+"""Tool-call contexts, held sub-agent work and held lead work kept at most (oldest dropped)."""
+Key = tuple[str, str]  # (agent, session id)
 
 
 def ns(at: float) -> int:

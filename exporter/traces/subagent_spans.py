@@ -1,0 +1,141 @@
+"""The sub-agent part of `spans.SpanWriter`: each sub-agent's `invoke_agent` span, begun once
+the tool call that launched it is known (its work is held until then), ended with its turn.
+
+A sub-agent whose launching call no record names (Vibe) is put beneath its turn once the reading
+settled (`_adopted`). Its usage is the sum of the chats beneath it (`turns.Tree.send`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
+
+from ..state import ids
+from ..state.session import Session, Subagent
+from . import semconv as sc
+from .turns import MAX_HELD, Key, Sub, Tree
+
+
+class SubagentSpans:
+    """A mixin of `SpanWriter`, which holds the turns and starts and ends the spans."""
+
+    _trees: OrderedDict[int, Tree]
+    _turns: dict[Key, Tree | None]
+    _tool_contexts: OrderedDict[str, tuple[SpanContext, int]]
+
+    def _begin_subagents(self) -> None:
+        self._subagents: dict[int, Sub] = {}  # id(sub) → its span, while its turn is not sent
+        self._sub_contexts: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
+        self._held: dict[int, list[Callable[[], None]]] = {}
+        self._held_subs: dict[int, tuple[Session, Subagent]] = {}  # whose work is held
+        self._beneath_turn: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
+        self._held_calls: dict[str, int] = {}  # tool call → the sub-agent whose work is held
+
+    def _start(
+        self,
+        name: str,
+        parent: SpanContext | None,
+        trace_id: int,
+        span_id: int,
+        at: float,
+        attributes: Mapping[str, str | int | bool | list[str]],
+        kind: SpanKind = SpanKind.INTERNAL,
+        links: list[Link] | None = None,
+    ) -> Span:
+        raise NotImplementedError  # SpanWriter's
+
+    def _end(self, tree: Tree | None, span: Span, at: float, start: float | None = None) -> None:
+        raise NotImplementedError  # SpanWriter's
+
+    def subagent_started(self, session: Session, sub: Subagent) -> None:
+        for replay in self._held.pop(id(sub), []) if self._sub_parent(sub) else []:
+            replay()
+
+    def subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
+        found = self._subagent_span(session, sub)
+        if found is None:
+            if id(sub) in self._held:
+                self._held[id(sub)].append(lambda: self.subagent_ended(session, sub, outcome, at))
+            return
+        if found.ended:
+            return  # told already
+        found.ended, span = True, found.span
+        span.set_attribute(sc.SUBAGENT_OUTCOME, outcome)
+        if outcome == "failed":
+            span.set_status(Status(StatusCode.ERROR, "sub-agent failed"))
+        tree = self._trees.get(span.get_span_context().trace_id)
+        if tree is not None:
+            tree.open_subs -= 1
+        self._end(tree, span, max(at, sub.started_at or at))
+
+    def _subagent_span(self, session: Session, sub: Subagent) -> Sub | None:
+        """Its span while its turn is not sent; None when sent, or its launching call is not
+        known yet."""
+        found = self._subagents.get(id(sub))
+        if found is not None or id(sub) in self._sub_contexts:
+            return found
+        parent = self._sub_parent(sub)
+        if parent is None:
+            return None
+        context, owner = parent
+        kind = sub.subagent_type or "unknown"
+        attributes: dict[str, str | bool] = {
+            sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
+            sc.AGENT_NAME: kind,
+            sc.AGENT_ID: sub.id,
+            sc.CONVERSATION_ID: session.session_id,
+            sc.SUBAGENT_BACKGROUND: sub.background,
+        }
+        if sub.title:
+            attributes[sc.AGENT_DESCRIPTION] = sub.title
+        span_id = ids.derive(8, "subagent", sub.id)
+        tree = self._trees.get(context.trace_id)
+        start = sub.started_at or (tree.start if tree is not None else 0.0)  # none told: its turn's
+        span = self._start(
+            f"invoke_agent {kind}", context, context.trace_id, span_id, start, attributes
+        )
+        found = self._subagents[id(sub)] = Sub(span, span_id, context.trace_id)
+        if tree is not None:
+            tree.invokes[span_id] = owner
+            tree.ends[span_id] = (span, start, None)
+            tree.open_subs += 1
+            tree.members.append(id(sub))
+        self._sub_contexts[id(sub)] = (span.get_span_context(), span_id)
+        if len(self._sub_contexts) > MAX_HELD:
+            self._sub_contexts.popitem(last=False)
+        return found
+
+    def _sub_parent(self, sub: Subagent) -> tuple[SpanContext, int] | None:
+        found = self._tool_contexts.get(sub.call_id) if sub.call_id else None
+        return found or self._beneath_turn.get(id(sub))
+
+    def _adopted(self, session: Session, sub: Subagent, sub_id: int) -> None:
+        """A sub-agent whose launching call is still not known once the reading settled
+        (Vibe names none): beneath the turn of its session that is not sent yet, if any."""
+        tree = self._turns.get((session.agent, session.session_id))
+        if tree is None or tree.trace_id not in self._trees:
+            return
+        self._held_subs.pop(sub_id)
+        if len(self._beneath_turn) >= MAX_HELD:
+            self._beneath_turn.popitem(last=False)
+        self._beneath_turn[sub_id] = (tree.context, tree.context.span_id)
+        for replay in self._held.pop(sub_id, []):
+            replay()
+
+    def _beneath(
+        self, session: Session, sub: Subagent, retry: Callable[[], None]
+    ) -> tuple[SpanContext, int, Tree | None] | None:
+        """Where work of `sub` goes (as `SpanWriter._parent` says); None: held until the call
+        that launched it is known."""
+        found = self._subagent_span(session, sub)
+        if found is None and id(sub) in self._sub_contexts:  # its turn was sent already
+            context, span_id = self._sub_contexts[id(sub)]
+            return context, span_id, self._trees.get(context.trace_id)
+        if found is not None:
+            return found.span.get_span_context(), found.span_id, self._trees.get(found.tree)
+        if sum(map(len, self._held.values())) < MAX_HELD:
+            self._held.setdefault(id(sub), []).append(retry)
+            self._held_subs[id(sub)] = (session, sub)
+        return None
