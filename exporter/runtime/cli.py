@@ -154,8 +154,10 @@ class App:
         started = time.monotonic()
         fresh, read = State(), Stats()
         fresh.traced_since = self.state.traced_since
-        engine = Engine(self._sources(), fresh, read, workers=self.engine.workers)
+        cache = self.engine.cache  # files fall asleep again as they are read (memory)
+        engine = Engine(self._sources(), fresh, read, cache, workers=self.engine.workers)
         engine.catch_up()
+        engine.save_cache()
         engine.stats = self.stats
         with self.state.lock, fresh.lock:
             fresh.observer = self.state.observer
