@@ -283,16 +283,21 @@ def test_a_running_exporter_counts_only_what_a_rewritten_file_says_now(tmp_path:
     )
 
 
-def test_after_a_rewrite_the_files_sleep_again_and_the_cache_is_today_s(tmp_path: Path) -> None:
+def test_after_a_rewrite_the_files_sleep_again_and_the_cache_is_today_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The state read again after a rewrite keeps finished files asleep (memory does not grow
     with history), and a restart after it reads nothing."""
     home, journal, whole = copy_interactive(tmp_path)
     running = app(home, tmp_path / "state")
     with journal.open("r+b") as f:
-        f.write(whole.replace(b'"output_tokens":25', b'"output_tokens":5') + b"\\n")
+        f.write(whole.replace(b'"output_tokens":25', b'"output_tokens":5') + b"\n")
     running.changed([journal])
     assert all(map(running.engine.asleep, running.engine._files))
+    opened: list[Path] = []
+    monkeypatch.setattr(tail, "_open_regular", lambda p: opened.append(p) or _open(p))
     restarted = app(home, tmp_path / "state")
+    assert opened == []
 
     def shown(one: App) -> list[str]:  # what the files say (the health counters go their way)
         text = generate_latest(one.registry).decode()
