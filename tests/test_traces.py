@@ -404,3 +404,29 @@ def test_a_turn_in_progress_at_start_is_sent_whole_when_it_ends() -> None:
     assert sorted(
         s.context.span_id for s in sent if s.context.trace_id in {longest.context.trace_id}
     ) == sorted(s.context.span_id for s in whole)
+
+
+def test_a_live_response_read_before_its_prompt_waits_for_the_turn_that_takes_it() -> None:
+    """Claude Code writes an interactive prompt after its response's first records; the
+    exporter may refresh in between (a live read): the response still goes under the prompt's
+    turn, not into a turn of its own."""
+    from exporter.events import SessionSeen, TurnEnded, TurnStarted, Usage
+
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    state = State(observer=SpanWriter(tracer(provider), ProjectLabel()))
+    a, s = "claude-code", "s1"
+    state.apply(a, SessionSeen(session_id=s, at=100.0, cwd="/w"))
+    usage = Usage(input=3, output=25)
+    state.apply(a, ModelResponded(session_id=s, at=100.2, message_id="m1", model="x", usage=usage))
+    state.refresh(101.0, lambda pid: None)  # a refresh while the prompt is not written yet
+    assert memory.get_finished_spans() == ()
+    state.apply(a, TurnStarted(session_id=s, at=100.3, record_id="u1"))
+    state.apply(a, TurnEnded(session_id=s, at=100.4, outcome="completed"))
+    state.refresh(102.0, lambda pid: None)
+    spans = memory.get_finished_spans()
+    (root,) = [x for x in spans if x.parent is None]
+    assert (root.attributes or {})["coding_agent.turn.trigger"] == "prompt"
+    (chat,) = [x for x in spans if x.name.startswith("chat")]
+    assert chat.parent is not None and chat.parent.span_id == root.context.span_id
+    assert (root.attributes or {})["gen_ai.usage.output_tokens"] == 25

@@ -23,8 +23,8 @@ class Observer(Protocol):
     def turn_ended(self, session: Session, at: float, outcome: str) -> None:
         """Also told when no turn was open: the agent worked on its own (a hand-back)."""
 
-    def settled(self) -> None:
-        """The reading settled (after a catch-up, after each batch of changes)."""
+    def settled(self, now: float) -> None:
+        """The reading settled (after a catch-up, after each batch of changes), at `now`."""
 
     def responded(
         self, session: Session, sub: Subagent | None, event: ModelResponded, usage: Usage
@@ -73,5 +73,5 @@ class NoObserver:
     def waited(self, session: Session, reason: str, start: float, end: float) -> None:
         pass
 
-    def settled(self) -> None:
+    def settled(self, now: float) -> None:
         pass

@@ -387,7 +387,7 @@ class State:
                 self._close(busy, last, foreground_only=False)
         if idle:
             self._keep_busy(set(self._busy))
-        self.observer.settled()
+        self.observer.settled(now)
 
     def _settle_held(self, now: float, probe: Probe) -> None:
         """Entries made from open files (agents without a live index): forget those whose process

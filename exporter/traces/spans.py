@@ -27,10 +27,10 @@ sent as it is.
 Lead-agent work read while no turn is open is held: a turn started next takes it (Claude Code
 writes an interactive session's first prompt after the records of its first response); a turn
 that just ended takes what is no later than its end; otherwise, once the agent says the turn is
-over (or the reading settles), it is a turn of its own (`coding_agent.turn.trigger` =
-`continuation`: the agent went on without a prompt, after a sub-agent handed back or a
-background task finished), in a trace of its own linked (`follows_from`) to the session's turn
-before it.
+over (or it waited `HELD_FOR` with nothing to take it), it is a turn of its own
+(`coding_agent.turn.trigger` = `continuation`: the agent went on without a prompt, after a
+sub-agent handed back or a background task finished), in a trace of its own linked
+(`follows_from`) to the session's turn before it.
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ MAX_TREES = 2_000
 """Turns waiting to be complete at most (the oldest is sent as it is)."""
 SENT_CHATS = 10_000
 """Responses whose span was sent, remembered so a late record of one makes no second span."""
+HELD_FOR = 600.0
+"""Lead work read while no turn is open waits this long (by its records' time) for the turn
+that takes it: Claude Code writes an interactive prompt after its response's first records, and
+a live response may stream for minutes before it."""
 IN_PROGRESS = 6 * 3600.0
 """A turn begun this long before `since` may still be running then: it is built as it is read
 and sent if it ends after `since` (a turn in progress when the exporter started)."""
@@ -132,11 +136,13 @@ class SpanWriter(SubagentSpans):
         tree.ended_at, tree.outcome = max(at, tree.start), outcome
         tree.model = session.model
 
-    def settled(self) -> None:
-        """The reading settled: held lead work becomes turns of its own, complete turns are
-        sent."""
+    def settled(self, now: float) -> None:
+        """The reading settled: lead work held for `HELD_FOR` with no turn to take it becomes a
+        turn of its own (history, or an agent that stopped before saying its turn was over),
+        complete turns are sent."""
         for held in list(self._lead_held.values()):
-            self._continued(held[0].session, None, "completed")
+            if max(h.at for h in held) < now - HELD_FOR:
+                self._continued(held[0].session, None, "completed")
         for sub_id, (session, sub) in list(self._held_subs.items()):
             self._adopted(session, sub, sub_id)
         for trace_id in [t for t, tree in self._trees.items() if tree.complete]:
