@@ -283,7 +283,7 @@ class SpanWriter(SubagentSpans):
         where = self._parent(session, sub, at, call_id, retry)
         if where is None:
             if sub is not None and id(sub) in self._held:
-                self._held_calls[call_id] = id(sub)
+                self._held_calls[call_id] = sub
             return
         parent, owner, tree = where
         attributes = {
@@ -311,7 +311,8 @@ class SpanWriter(SubagentSpans):
 
     def tool_ended(self, session: Session, event: ToolCallEnded) -> None:
         call_id, outcome, at = event.call_id, event.outcome, event.at
-        held = self._held.get(self._held_calls.pop(call_id, -1))
+        waiting = self._held_calls.pop(call_id, None)
+        held = self._held.get(id(waiting)) if waiting is not None else None
         if held is not None:
             held.append(lambda: self.tool_ended(session, event))
             return

@@ -27,11 +27,13 @@ class SubagentSpans:
 
     def _begin_subagents(self) -> None:
         self._subagents: dict[int, Sub] = {}  # id(sub) → its span, while its turn is not sent
-        self._sub_contexts: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
+        # Keyed by id(sub); each value holds the sub-agent itself, so that its id is not
+        # reused by another object while the entry lasts (a rebuilt state makes new ones).
+        self._sub_contexts: OrderedDict[int, tuple[SpanContext, int, Subagent]] = OrderedDict()
         self._held: dict[int, list[Callable[[], None]]] = {}
         self._held_subs: dict[int, tuple[Session, Subagent]] = {}  # whose work is held
-        self._beneath_turn: OrderedDict[int, tuple[SpanContext, int]] = OrderedDict()
-        self._held_calls: dict[str, int] = {}  # tool call → the sub-agent whose work is held
+        self._beneath_turn: OrderedDict[int, tuple[SpanContext, int, Subagent]] = OrderedDict()
+        self._held_calls: dict[str, Subagent] = {}  # tool call → the sub-agent whose work waits
 
     def _start(
         self,
@@ -96,20 +98,23 @@ class SubagentSpans:
         span = self._start(
             f"invoke_agent {kind}", context, context.trace_id, span_id, start, attributes
         )
-        found = self._subagents[id(sub)] = Sub(span, span_id, context.trace_id)
+        found = self._subagents[id(sub)] = Sub(span, span_id, context.trace_id, sub)
         if tree is not None:
             tree.invokes[span_id] = owner
             tree.ends[span_id] = (span, start, None)
             tree.open_subs += 1
             tree.members.append(id(sub))
-        self._sub_contexts[id(sub)] = (span.get_span_context(), span_id)
+        self._sub_contexts[id(sub)] = (span.get_span_context(), span_id, sub)
         if len(self._sub_contexts) > MAX_HELD:
             self._sub_contexts.popitem(last=False)
         return found
 
     def _sub_parent(self, sub: Subagent) -> tuple[SpanContext, int] | None:
         found = self._tool_contexts.get(sub.call_id) if sub.call_id else None
-        return found or self._beneath_turn.get(id(sub))
+        if found is None and id(sub) in self._beneath_turn:
+            context, span_id, _ = self._beneath_turn[id(sub)]
+            return context, span_id
+        return found
 
     def _adopted(self, session: Session, sub: Subagent, sub_id: int) -> None:
         """A sub-agent whose launching call is still not known once the reading settled
@@ -120,7 +125,7 @@ class SubagentSpans:
         self._held_subs.pop(sub_id)
         if len(self._beneath_turn) >= MAX_HELD:
             self._beneath_turn.popitem(last=False)
-        self._beneath_turn[sub_id] = (tree.context, tree.context.span_id)
+        self._beneath_turn[sub_id] = (tree.context, tree.context.span_id, sub)
         for replay in self._held.pop(sub_id, []):
             replay()
 
@@ -131,7 +136,7 @@ class SubagentSpans:
         that launched it is known."""
         found = self._subagent_span(session, sub)
         if found is None and id(sub) in self._sub_contexts:  # its turn was sent already
-            context, span_id = self._sub_contexts[id(sub)]
+            context, span_id, _ = self._sub_contexts[id(sub)]
             return context, span_id, self._trees.get(context.trace_id)
         if found is not None:
             return found.span.get_span_context(), found.span_id, self._trees.get(found.tree)

@@ -126,4 +126,5 @@ class Sub:
     span: Span
     span_id: int
     tree: int  # its turn's trace id
+    subagent: object  # the state's record of it, kept so its id is not reused meanwhile
     ended: bool = False
