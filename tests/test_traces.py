@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -430,3 +431,32 @@ def test_a_live_response_read_before_its_prompt_waits_for_the_turn_that_takes_it
     (chat,) = [x for x in spans if x.name.startswith("chat")]
     assert chat.parent is not None and chat.parent.span_id == root.context.span_id
     assert (root.attributes or {})["gen_ai.usage.output_tokens"] == 25
+
+
+def test_a_sub_agent_told_again_by_a_rebuilt_state_keeps_its_one_span() -> None:
+    """After a rewrite the state is read again, and the sub-agent of a turn still open is a
+    new object with the same id: its work goes under the span it has, never a second one."""
+    from exporter.events import ToolCallStarted
+    from exporter.state.session import Session, Subagent
+
+    memory = InMemorySpanExporter()
+    provider = tracer_provider({}, memory, batch=False)
+    writer = SpanWriter(tracer(provider), ProjectLabel())
+    session = Session(agent="claude-code", session_id="s1")
+    writer.turn_started(session, 100.0, "u1", None)
+    call = ToolCallStarted(session_id="s1", at=101.0, call_id="t1", tool="Agent")
+    writer.tool_started(session, None, call)
+    before = Subagent(call_id="t1", agent_id="a1", started_at=101.0)
+    writer.subagent_started(session, before)
+    writer.tool_started(session, before, replace(call, call_id="t2", tool="Bash", at=102.0))
+    again = Subagent(call_id="t1", agent_id="a1", started_at=101.0)  # the rebuilt state's
+    writer.tool_started(session, again, replace(call, call_id="t3", tool="Read", at=103.0))
+    writer.subagent_ended(session, again, "completed", 104.0)
+    writer.turn_ended(session, 105.0, "completed")
+    writer.settled(106.0)
+    provider.shutdown()
+    spans = memory.get_finished_spans()
+    (sub,) = [s for s in spans if s.name.startswith("invoke_agent") and s.parent is not None]
+    tools = [s for s in spans if s.name in ("execute_tool Bash", "execute_tool Read")]
+    assert len(tools) == 2 and all(t.parent.span_id == sub.context.span_id for t in tools)
+    assert len({(s.context.trace_id, s.context.span_id) for s in spans}) == len(spans)

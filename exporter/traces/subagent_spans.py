@@ -94,12 +94,18 @@ class SubagentSpans:
             attributes[sc.AGENT_DESCRIPTION] = sub.title
         span_id = ids.derive(8, "subagent", sub.id)
         tree = self._trees.get(context.trace_id)
+        twin = tree.subs.get(span_id) if tree is not None else None
+        if twin is not None and tree is not None:  # the same sub-agent, told by a state read
+            self._subagents[id(sub)] = twin  # again since (a rewrite): its span already
+            tree.members.append(id(sub))
+            return twin
         start = sub.started_at or (tree.start if tree is not None else 0.0)  # none told: its turn's
         span = self._start(
             f"invoke_agent {kind}", context, context.trace_id, span_id, start, attributes
         )
         found = self._subagents[id(sub)] = Sub(span, span_id, context.trace_id, sub)
         if tree is not None:
+            tree.subs[span_id] = found
             tree.invokes[span_id] = owner
             tree.ends[span_id] = (span, start, None)
             tree.open_subs += 1

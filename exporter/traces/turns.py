@@ -70,6 +70,7 @@ class Tree:
     """Its spans but the root and the chats, by span id: (span, start, end if known)."""
     invokes: dict[int, int | None] = field(default_factory=dict)  # sub-agent span → its owner
     members: list[int | str] = field(default_factory=list)  # its sub-agents (id) and tool calls
+    subs: dict[int, Sub] = field(default_factory=dict)  # its sub-agents' spans, by span id
 
     @property
     def trace_id(self) -> int:
