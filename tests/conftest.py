@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from exporter.harnesses import HARNESSES, make
-from exporter.runtime.cli import PROBES, App
+from exporter.runtime.app import PROBES, App
 from exporter.runtime.config import parse
 from exporter.runtime.engine import Source
 from exporter.runtime.settings import settings_of

@@ -13,8 +13,8 @@ from prometheus_client import generate_latest
 
 import exporter
 from exporter.runtime import cache as cache_module
+from exporter.runtime.app import App
 from exporter.runtime.cache import MAGIC, PACKAGE, Cache
-from exporter.runtime.cli import App
 from exporter.runtime.config import parse
 from exporter.sources import tail
 

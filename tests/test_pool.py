@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from exporter.runtime import pool
-from exporter.runtime.cli import App
+from exporter.runtime.app import App
 from exporter.runtime.config import parse
 from exporter.runtime.engine import Source
 from exporter.sources import tail

@@ -16,7 +16,7 @@ def imported(environ: dict[str, str], *, traces: bool, catch_up: bool) -> list[s
     """The heavy modules a fresh interpreter holds after parsing the flags (and catching up)."""
     script = f"""
 import sys
-from exporter.runtime.cli import App
+from exporter.runtime.app import App
 from exporter.runtime.config import parse
 
 config = parse(["metrics", "--claude.home", {str(HOME)!r}], {environ!r})

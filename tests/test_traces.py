@@ -166,7 +166,7 @@ def test_duration_histograms_carry_trace_exemplars_in_openmetrics() -> None:
     from prometheus_client import generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
-    from exporter.runtime.cli import App, Spans
+    from exporter.runtime.app import App, Spans
     from exporter.runtime.config import parse
 
     from .conftest import FIXTURES

@@ -1,4 +1,5 @@
-"""The only module that knows about threads, signals, logging and the HTTP server."""
+"""The commands: the only module that knows about threads, signals, logging and the HTTP
+server (`App`, what one configuration reads and shows, is in `app`)."""
 
 from __future__ import annotations
 
@@ -11,35 +12,18 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
+from prometheus_client import generate_latest
 
-from ..harnesses import HARNESSES, Probes, make
-from ..prometheus.collectors import ExporterCollector, StateCollector
 from ..sources.processes import CachedProbe, process_start
-from ..sources.terminals import omp_terminal
-from ..state.health import Stats
-from ..state.liveness import Probe
-from ..state.state import State
 from ..web import webconfig
 from ..web.views import iso, landing_page, session_rows, table
-from .cache import Cache
+from .app import App, Spans
 from .config import Config, endpoint_configured, parse
-from .engine import Engine, Source
-
-if TYPE_CHECKING:  # OpenTelemetry is imported only when traces are on
-    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger("exporter")
-PROBES = Probes(terminal=omp_terminal)
-"""What harnesses may ask of this machine, answered by `sources`."""
 RESCAN_EVERY = 30.0
 """Seconds between rescans of the agent folders when file events cannot be had."""
 REFRESH_EVERY = 10.0
@@ -52,8 +36,6 @@ SWITCH_INTERVAL = 0.001
 """Seconds a thread may hold the interpreter while another waits for it (Python's default is
 0.005). The reading loop gives the interpreter up at each read of a file; a scrape's render
 holds it for tens of milliseconds: the shorter interval gets the loop its turn back sooner."""
-CHECKPOINT_EVERY = 5.0
-"""Seconds between writes of the traces checkpoint (and one more at shutdown)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,156 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.command == "traces":
         return _traces(config)
     return serve(config)
-
-
-class App:
-    """State, reader and registry for one configuration."""
-
-    def __init__(
-        self,
-        config: Config,
-        *,
-        process_metrics: bool = True,
-        clock: Callable[[], float] = time.time,
-        probe: Probe = process_start,
-        spans: Spans | None = None,
-        cache: bool = False,
-    ) -> None:
-        self.config, self.clock, self.probe, self.spans = config, clock, probe, spans
-        self.state = State(spans.writer if spans is not None else None)
-        if spans is not None:
-            self.state.traced_since = spans.writer.since  # exemplars link to those traces
-        self.stats = Stats()
-        sources = self._sources()
-        store = None  # no catch-up cache under traces: spans need the turns seen as they are read
-        if cache and spans is None and config.state_dir is not None:
-            store = Cache(config.state_dir, [(s.harness.name, s.home) for s in sources])
-        self.engine = Engine(sources, self.state, self.stats, store)
-        agents = list(config.homes)
-        self.registry = CollectorRegistry(auto_describe=True)
-        collector = StateCollector(self.state, agents, config.project, clock=clock, probe=probe)
-        self.collector = collector
-        self.registry.register(collector)
-        counts = spans.exporter.counts if spans is not None else None
-        self.registry.register(ExporterCollector(self.stats, agents, counts))
-        if process_metrics:
-            ProcessCollector(registry=self.registry)
-            PlatformCollector(registry=self.registry)
-            GCCollector(registry=self.registry)
-
-    def catch_up(self) -> None:
-        started, last = time.monotonic(), [time.monotonic()]
-        for name, found in self.config.settings.items():  # a mistyped home says so at once
-            if found.home.is_dir():
-                log.info("%s: reading %s", name, found.home)
-            else:
-                flag = HARNESSES[name].home_flag
-                log.info("%s: no folder %s (not used here? else set --%s)", name, found.home, flag)
-
-        def progress(done: int, total: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= 2.0 or (done == total and now - started >= 2.0):
-                last[0] = now
-                log.info("catching up: %d/%d files (%d%%)", done, total, 100 * done // total)
-
-        self.engine.catch_up(progress)
-        self.refresh()
-        per_agent = ", ".join(f"{a} {n}" for a, n in sorted(self.stats.files.items()) if n)
-        log.info(
-            "caught up: %d files, %d sessions in %.1fs%s",
-            sum(self.stats.files.values()),
-            len(self.state.sessions),
-            time.monotonic() - started,
-            f" ({per_agent})" if per_agent else "",
-        )
-
-    def _sources(self) -> list[Source]:
-        return [
-            Source(make(name, found, PROBES), found.home)
-            for name, found in self.config.settings.items()
-        ]
-
-    def changed(self, paths: list[Path]) -> None:
-        """What the watcher reported, read; if a file was written again from its start, every
-        file is read again (`rebuild`): what it said before must not count any more."""
-        self.engine.changed(paths)
-        if self.engine.rewritten:
-            first, more = self.engine.rewritten[0], len(self.engine.rewritten) - 1
-            also = f" (and {more} more)" if more else ""
-            log.info("%s%s was written again from its start: reading every file again", first, also)
-            self.rebuild()
-
-    def rebuild(self) -> None:
-        """A state made from today's files alone, in place of the one that counted what a
-        rewritten file said before. Read with no observer (the turns were traced as they
-        happened), then swapped in whole; the health counters go on."""
-        started = time.monotonic()
-        fresh, read = State(), Stats()
-        fresh.traced_since = self.state.traced_since
-        cache = self.engine.cache  # files fall asleep again as they are read (memory)
-        engine = Engine(self._sources(), fresh, read, cache, workers=self.engine.workers)
-        engine.catch_up()
-        engine.save_cache()
-        engine.stats = self.stats
-        with self.state.lock, fresh.lock:
-            fresh.observer = self.state.observer
-            fresh.refresh(self.clock(), self.probe)
-            self.state, self.engine, self.collector.state = fresh, engine, fresh
-            self.stats.went_on(read)
-        log.info("read every file again in %.1fs", time.monotonic() - started)
-
-    def refresh(self) -> None:
-        """Decide again which sessions are live (and end the work of those that are not)."""
-        with self.state.lock:
-            self.state.refresh(self.clock(), self.probe)
-
-
-class Spans:
-    """The SDK pipeline and the writer that feeds it, when traces are on."""
-
-    def __init__(
-        self,
-        config: Config,
-        environ: Mapping[str, str],
-        started: float,
-        *,
-        exporter: SpanExporter | None = None,
-        backfill: float | None = None,
-    ) -> None:
-        from ..traces.checkpoint import Checkpoint
-        from ..traces.sdk import CountingExporter, otlp_exporter, tracer, tracer_provider
-        from ..traces.spans import SpanWriter
-        from ..traces.spool import Spool
-
-        self.checkpoint = Checkpoint(config.state_dir if exporter is None else None)
-        spool = Spool(config.state_dir) if exporter is None and config.state_dir else None
-        inner = exporter or otlp_exporter(environ)
-        self.exporter = CountingExporter(inner, self.checkpoint, spool)
-        self.provider = tracer_provider(environ, self.exporter)
-        since = started  # by default no history: only turns from now on
-        backfill = config.backfill if backfill is None else backfill
-        if backfill is not None:
-            since = started - backfill
-        elif self.checkpoint.since is not None:
-            since = self.checkpoint.since  # every turn since tracing began that was not sent
-        self.checkpoint.begin(since)
-        self.writer = SpanWriter(
-            tracer(self.provider),
-            config.project,
-            since=since,
-            checkpoint=self.checkpoint,
-            capture=config.capture,
-        )
-        self._saved = time.monotonic()
-
-    def save(self, *, now: float, force: bool = False) -> None:
-        if force or time.monotonic() - self._saved >= CHECKPOINT_EVERY:
-            self.checkpoint.save(now)
-            self._saved = time.monotonic()
-
-    def shutdown(self) -> None:
-        self.provider.shutdown()
-        self.checkpoint.save(time.time())
 
 
 def _notify(config: Config) -> int:

@@ -93,7 +93,7 @@ class Engine:
         self._cached = False  # reading on from the cache's result: a replaced file is stale
         self.rewritten: list[str] = []
         """Files followed since the catch-up that were written again from their start (truncated,
-        replaced, saved whole again): what they said before is in the state (`cli.App`)."""
+        replaced, saved whole again): what they said before is in the state (`app.App`)."""
 
     @property
     def roots(self) -> list[Path]:
