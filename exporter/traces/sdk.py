@@ -30,8 +30,8 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from .. import __version__
 from .semconv import SCHEMA_URL
-from .spans import NEXT_IDS
 from .spool import Spool
+from .turns import NEXT_IDS
 
 SERVICE_NAME = "coding-agent-exporter"
 

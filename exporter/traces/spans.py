@@ -37,14 +37,11 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 
 from opentelemetry import trace
 from opentelemetry.trace import (
     Link,
-    NonRecordingSpan,
     Span,
     SpanContext,
     SpanKind,
@@ -62,8 +59,6 @@ from .redact import redact
 from .subagent_spans import SubagentSpans
 from .turns import MAX_HELD, Chat, Held, Key, Tree, messages, ns, usage_attributes
 
-NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids", default=None)
-"""(trace id, span id) the SDK's id generator should hand out for the span being started."""
 MAX_TREES = 2_000
 """Turns waiting to be complete at most (the oldest is sent as it is)."""
 SENT_CHATS = 10_000
@@ -75,15 +70,6 @@ a live response may stream for minutes before it."""
 IN_PROGRESS = 6 * 3600.0
 """A turn begun this long before `since` may still be running then: it is built as it is read
 and sent if it ends after `since` (a turn in progress when the exporter started)."""
-
-
-@contextmanager
-def _ids(trace_id: int, span_id: int) -> Iterator[None]:
-    token = NEXT_IDS.set((trace_id, span_id))
-    try:
-        yield
-    finally:
-        NEXT_IDS.reset(token)
 
 
 class SpanWriter(SubagentSpans):
@@ -382,16 +368,6 @@ class SpanWriter(SubagentSpans):
         if len(held) < MAX_HELD:
             held.append(Held(session, at, stable, retry))
 
-    def _end(self, tree: Tree | None, span: Span, at: float, start: float | None = None) -> None:
-        """End `span` at `at` with its turn, or now if its turn was sent already."""
-        span_id = span.get_span_context().span_id
-        if tree is None:
-            span.end(ns(at))
-        elif span_id in tree.ends:
-            tree.ends[span_id] = (tree.ends[span_id][0], tree.ends[span_id][1], at)
-        else:
-            tree.ends[span_id] = (span, at if start is None else start, at)
-
     def _reply(self, chat: Chat, text: str | None) -> None:
         """With capture-content: the response's text so far (one record per content block)."""
         if self.capture and text:
@@ -401,27 +377,3 @@ class SpanWriter(SubagentSpans):
         self._tool_contexts[call_id] = (context, owner)
         if len(self._tool_contexts) > MAX_HELD:
             self._tool_contexts.popitem(last=False)
-
-    def _start(
-        self,
-        name: str,
-        parent: SpanContext | None,
-        trace_id: int,
-        span_id: int,
-        at: float,
-        attributes: Mapping[str, str | int | bool | list[str]],
-        kind: SpanKind = SpanKind.INTERNAL,
-        links: list[Link] | None = None,
-    ) -> Span:
-        context = None
-        if parent is not None:
-            context = trace.set_span_in_context(NonRecordingSpan(parent))
-        with _ids(trace_id, span_id):
-            return self.tracer.start_span(
-                name,
-                context=context,
-                kind=kind,
-                attributes=attributes,
-                start_time=ns(at),
-                links=links,
-            )

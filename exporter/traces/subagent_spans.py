@@ -8,18 +8,18 @@ settled (`_adopted`). Its usage is the sum of the chats beneath it (`turns.Tree.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from ..state import ids
 from ..state.session import Session, Subagent
 from . import semconv as sc
-from .turns import MAX_HELD, Key, Sub, Tree
+from .turns import MAX_HELD, Key, Starter, Sub, Tree
 
 
-class SubagentSpans:
-    """A mixin of `SpanWriter`, which holds the turns and starts and ends the spans."""
+class SubagentSpans(Starter):
+    """A mixin of `SpanWriter`, which holds the turns."""
 
     _trees: OrderedDict[int, Tree]
     _turns: dict[Key, Tree | None]
@@ -34,22 +34,6 @@ class SubagentSpans:
         self._held_subs: dict[int, tuple[Session, Subagent]] = {}  # whose work is held
         self._beneath_turn: OrderedDict[int, tuple[SpanContext, int, Subagent]] = OrderedDict()
         self._held_calls: dict[str, Subagent] = {}  # tool call → the sub-agent whose work waits
-
-    def _start(
-        self,
-        name: str,
-        parent: SpanContext | None,
-        trace_id: int,
-        span_id: int,
-        at: float,
-        attributes: Mapping[str, str | int | bool | list[str]],
-        kind: SpanKind = SpanKind.INTERNAL,
-        links: list[Link] | None = None,
-    ) -> Span:
-        raise NotImplementedError  # SpanWriter's
-
-    def _end(self, tree: Tree | None, span: Span, at: float, start: float | None = None) -> None:
-        raise NotImplementedError  # SpanWriter's
 
     def subagent_started(self, session: Session, sub: Subagent) -> None:
         for replay in self._held.pop(id(sub), []) if self._sub_parent(sub) else []:

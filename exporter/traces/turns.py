@@ -3,23 +3,48 @@
 `SpanWriter` (`spans`) starts each span as the records tell the work and keeps it in its turn's
 `Tree`; `Tree.send` ends them all once the turn is complete (see `spans`), each chat with the
 largest usage its records gave and each `invoke_agent` span with the sum of the usage of the
-chats beneath it. Only the OpenTelemetry API: the SDK is wired in `sdk`.
+chats beneath it; `Starter` starts a span under the ids derived for it (`NEXT_IDS`, which the
+SDK's id generator reads) and ends one with its turn. Only the OpenTelemetry API: the SDK is
+wired in `sdk`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+from opentelemetry import trace
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+)
 
 from ..events import Usage
 from ..state.session import ZERO, Session
 from . import semconv as sc
 from .redact import redact
 
-__all__ = ["MAX_HELD", "Chat", "Held", "Key", "Sub", "Tree", "messages", "ns", "usage_attributes"]
+__all__ = [
+    "MAX_HELD",
+    "NEXT_IDS",
+    "Chat",
+    "Held",
+    "Key",
+    "Starter",
+    "Sub",
+    "Tree",
+    "messages",
+    "ns",
+    "usage_attributes",
+]
 
 MAX_HELD = 10_000
 """Tool-call contexts, held sub-agent work and held lead work kept at most (oldest dropped)."""
@@ -129,3 +154,57 @@ class Sub:
     tree: int  # its turn's trace id
     subagent: object  # the state's record of it, kept so its id is not reused meanwhile
     ended: bool = False
+
+
+NEXT_IDS: ContextVar[tuple[int, int] | None] = ContextVar("coding_agent_next_ids", default=None)
+"""(trace id, span id) the SDK's id generator should hand out for the span being started."""
+
+
+@contextmanager
+def _ids(trace_id: int, span_id: int) -> Iterator[None]:
+    token = NEXT_IDS.set((trace_id, span_id))
+    try:
+        yield
+    finally:
+        NEXT_IDS.reset(token)
+
+
+class Starter:
+    """How `SpanWriter` and its sub-agent part start a span (with the ids derived for it) and
+    end one with its turn."""
+
+    tracer: trace.Tracer
+
+    def _start(
+        self,
+        name: str,
+        parent: SpanContext | None,
+        trace_id: int,
+        span_id: int,
+        at: float,
+        attributes: Mapping[str, str | int | bool | list[str]],
+        kind: SpanKind = SpanKind.INTERNAL,
+        links: list[Link] | None = None,
+    ) -> Span:
+        context = None
+        if parent is not None:
+            context = trace.set_span_in_context(NonRecordingSpan(parent))
+        with _ids(trace_id, span_id):
+            return self.tracer.start_span(
+                name,
+                context=context,
+                kind=kind,
+                attributes=attributes,
+                start_time=ns(at),
+                links=links,
+            )
+
+    def _end(self, tree: Tree | None, span: Span, at: float, start: float | None = None) -> None:
+        """End `span` at `at` with its turn, or now if its turn was sent already."""
+        span_id = span.get_span_context().span_id
+        if tree is None:
+            span.end(ns(at))
+        elif span_id in tree.ends:
+            tree.ends[span_id] = (tree.ends[span_id][0], tree.ends[span_id][1], at)
+        else:
+            tree.ends[span_id] = (span, at if start is None else start, at)
