@@ -107,26 +107,32 @@ def _optional(convert: Any) -> Any:
     return lambda text: convert(text) if text else None
 
 
+def _setting(
+    known: list[Setting | Switch],
+    environ: Mapping[str, str],
+    group: Any,
+    flag: str,
+    default: str,
+    text: str,
+    *,
+    commands: frozenset[str] | None = None,
+    **kw: Any,
+) -> None:
+    """A flag that takes a value, with its variable (checked by `flags.fill`), into `group`."""
+    env = env_name(flag)
+    known.append(Setting(flag, env, default, kw.get("type"), kw.get("choices"), commands))
+    shown = environ.get(env, default) or "none"
+    group.add_argument(
+        flag, default=argparse.SUPPRESS, help=f"{text} [env {env}] (default: {shown})", **kw
+    )
+
+
 def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
     common = Parser(add_help=False)
     known: list[Setting | Switch] = []
 
-    def add(
-        flag: str,
-        default: str,
-        text: str,
-        *,
-        group: Any = common,
-        commands: frozenset[str] | None = None,
-        **kw: Any,
-    ) -> None:
-        env = env_name(flag)
-        convert, choices = kw.get("type"), kw.get("choices")
-        known.append(Setting(flag, env, default, convert, choices, commands))
-        shown = environ.get(env, default) or "none"
-        group.add_argument(
-            flag, default=argparse.SUPPRESS, help=f"{text} [env {env}] (default: {shown})", **kw
-        )
+    def add(flag: str, default: str, text: str, *, group: Any = common, **kw: Any) -> None:
+        _setting(known, environ, group, flag, default, text, **kw)
 
     def switch(flag: str, default: bool, text: str, *, group: Any = common, **kw: Any) -> None:
         env = env_name(flag)
@@ -272,27 +278,28 @@ def _parser(
         parents=[common],
         help="receive Alertmanager's webhook and show each alert as a desktop notification",
     )
-    notify_flags: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
-        (
-            "--notify.listen-address",
-            DEFAULT_NOTIFY,
-            "Address to take Alertmanager's webhook on (its url: http://HOST:PORT/alerts).",
-            {"type": listen_address, "metavar": "HOST:PORT"},
-        ),
-        (
-            "--notify.command",
-            "notify-send",
-            "Program run as COMMAND TITLE BODY for each alert; '' to only log them.",
-            {"metavar": "COMMAND"},
-        ),
+    notify_only = frozenset({"notify"})
+    _setting(
+        known,
+        environ,
+        notify,
+        "--notify.listen-address",
+        DEFAULT_NOTIFY,
+        "Address to take Alertmanager's webhook on (its url: http://HOST:PORT/alerts).",
+        commands=notify_only,
+        type=listen_address,
+        metavar="HOST:PORT",
     )
-    for flag, default, text, kw in notify_flags:
-        env = env_name(flag)
-        known.append(Setting(flag, env, default, kw.get("type"), None, frozenset({"notify"})))
-        shown = environ.get(env, default) or "none"
-        notify.add_argument(
-            flag, default=argparse.SUPPRESS, help=f"{text} [env {env}] (default: {shown})", **kw
-        )
+    _setting(
+        known,
+        environ,
+        notify,
+        "--notify.command",
+        "notify-send",
+        "Program run as COMMAND TITLE BODY for each alert; '' to only log them.",
+        commands=notify_only,
+        metavar="COMMAND",
+    )
     return top, known
 
 
