@@ -30,7 +30,7 @@ from exporter.harnesses.codex import Codex, IndexReader
 from exporter.harnesses.codex_rollout import RolloutReader
 from exporter.runtime.engine import Engine, Source
 from exporter.state.health import Stats
-from exporter.state.state import State
+from exporter.state.state import State, tool_label
 from exporter.web.views import session_rows
 
 from .conftest import FIXTURES, expected, scenario_id, scenarios
@@ -204,6 +204,23 @@ def test_aborted_by_user_is_cancelled() -> None:
     events = feed(RolloutReader(thread), rollout("tui", thread))
     outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
     assert outcomes == ["ok", "cancelled", "cancelled"]  # a denial reads like an interrupt
+
+
+def test_an_mcp_result_with_is_error_is_an_error() -> None:
+    thread = thread_of("mcp")
+    events = feed(RolloutReader(thread), rollout("mcp", thread))
+    outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    truth = expected(V171 / "mcp")["mcp_truth"]  # what the MCP server answered
+    assert [call["isError"] for call in truth] == [False, True]
+    assert outcomes == ["ok", "error"]  # the output text alone says nothing of it
+
+
+def test_an_mcp_tool_is_named_like_claude_codes_and_labelled_by_its_server() -> None:
+    thread = thread_of("mcp")
+    events = feed(RolloutReader(thread), rollout("mcp", thread))
+    tools = [e.tool for e in events if isinstance(e, ToolCallStarted)]
+    assert tools == ["mcp__shop__lookup_price", "mcp__shop__charge_card"]
+    assert {tool_label(tool) for tool in tools} == {"mcp__shop"}
 
 
 def test_namespaced_spawn_links_the_call_to_the_child_thread() -> None:

@@ -101,7 +101,26 @@ def verdict_of(text: object) -> str:
 
 
 def tool_name(payload: Mapping[str, Any]) -> str:
+    """`namespace.name`, except an MCP server's tools (namespace `mcp__<server>`): Codex's own
+    identifier `mcp__<server>__<tool>`, the spelling Claude Code uses too."""
     kind = str(payload.get("type"))
     name = nonempty(payload.get("name")) or kind.removesuffix("_call")
     namespace = nonempty(payload.get("namespace"))
+    if namespace and namespace.startswith("mcp__"):
+        return f"{namespace.rstrip('_')}__{name}"
     return f"{namespace}.{name}" if namespace else name
+
+
+def exit_of(item: Mapping[str, Any]) -> int | None:
+    """A tool's end told by its `item_completed`, as an exit code: a `CommandExecution`'s own
+    (1 when it failed without one); an `McpToolCall` that failed or whose result is an error
+    (`isError`) 1, else 0. None: the item does not say."""
+    kind, code = item.get("type"), item.get("exit_code")
+    if kind == "CommandExecution":
+        failed = item.get("status") == "failed" and not isinstance(code, int)
+        return 1 if failed else code if isinstance(code, int) else None
+    if kind == "McpToolCall":
+        result = item.get("result")
+        error = isinstance(result, dict) and result.get("isError") is True
+        return 1 if error or item.get("status") == "failed" else 0
+    return None

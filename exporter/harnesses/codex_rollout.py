@@ -17,6 +17,8 @@ whose running total moved.
 A sub-agent ends with its own thread's turn end; the parent's `wait` results repeat it later and
 are not used, so the end does not depend on which file is read first. The rollout cannot tell a
 denied approval from an interrupted command (both read `aborted by user`): both are `cancelled`.
+A tool's `item_completed` (`CommandExecution`, `McpToolCall`) comes before its output and says
+how it ended (`codex_fields.exit_of`): an MCP result with `isError` is an `error`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ..events import (
 )
 from .codex_fields import (
     Role,
+    exit_of,
     kind_of,
     output_outcome,
     prompt_text,
@@ -80,7 +83,7 @@ class RolloutReader:
         self.model: str | None = None
         self.cwd: str | None = None
         self.request: tuple[float | None, bool] | None = None  # (requested at, tool called)
-        self.exits: dict[str, int | None] = {}  # CommandExecution exit codes by call id
+        self.exits: dict[str, int | None] = {}  # tool ends told by item_completed, by call id
         self.spawns: set[str] = set()  # open `spawn_agent` calls
         self.records = False  # token_usage_record seen: token_count is a repeat
         self.total: object = None
@@ -336,10 +339,8 @@ class RolloutReader:
         kind, call_id = nonempty(item.get("type")), nonempty(item.get("id"))
         if kind in ("Reasoning", "AgentMessage"):
             self._output_seen(tool=False)
-        elif kind == "CommandExecution" and call_id is not None:
-            code = item.get("exit_code")
-            failed = item.get("status") == "failed" and not isinstance(code, int)
-            self.exits[call_id] = 1 if failed else code if isinstance(code, int) else None
+        elif kind in ("CommandExecution", "McpToolCall") and call_id is not None:
+            self.exits[call_id] = exit_of(item)
             if len(self.exits) > 1024:  # outputs that never came (killed): forget the oldest
                 del self.exits[next(iter(self.exits))]
         elif kind == "CollabAgentToolCall" and item.get("tool") == "spawn_agent" and call_id:
