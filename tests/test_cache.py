@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from prometheus_client import generate_latest
 
-import exporter
 from exporter.runtime import cache as cache_module
 from exporter.runtime.app import App
 from exporter.runtime.cache import MAGIC, PACKAGE, Cache
@@ -201,16 +202,72 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
     assert Cache(tmp_path, [("claude-code", agent_home(home))]).load() is None
 
 
-def test_the_code_digest_covers_every_module_of_the_package(tmp_path: Path) -> None:
-    """A change to any module (a harness, the state), not only the runtime's, makes the cache
-    of an older version unusable."""
-    assert Path(exporter.__file__).parent == PACKAGE
+@pytest.mark.parametrize(
+    "module",
+    [
+        "harnesses/claude_code.py",
+        "harnesses/__init__.py",
+        "state/state.py",
+        "events.py",
+        "sources/tail.py",
+        "runtime/engine.py",
+        "runtime/config.py",
+        "runtime/dormant.py",
+    ],
+)
+def test_a_change_to_what_reads_makes_an_older_cache_unusable(tmp_path: Path, module: str) -> None:
+    assert _digest_of(_changed(tmp_path, module)) != _digest_of(_changed(tmp_path / "o", None))
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "prometheus/collectors.py",
+        "web/views.py",
+        "traces/spans.py",
+        "runtime/cli.py",
+        "runtime/app.py",
+        "__init__.py",  # a new version number
+    ],
+)
+def test_a_change_to_only_what_is_published_keeps_the_cache(tmp_path: Path, module: str) -> None:
+    assert _digest_of(_changed(tmp_path, module)) == _digest_of(_changed(tmp_path / "o", None))
+
+
+def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -> None:
+    """The code of a catch-up, a refresh, writing the cache and a warm start over every recorded
+    scenario runs only in modules the digest covers: a module outside it could change what a
+    catch-up builds without making older caches unusable."""
+    ran: set[str] = set()
+
+    def noted(frame: FrameType, event: str, arg: object) -> None:
+        name = frame.f_code.co_filename
+        if event == "call" and name.startswith(str(PACKAGE)):
+            ran.add(Path(name).relative_to(PACKAGE).as_posix())
+
+    for scenario in all_scenarios():
+        state = tmp_path / scenario_id(scenario)
+        for _ in ("cold", "warm"):
+            argv = ["metrics", *home_flags(scenario / "home"), "--state.dir", str(state)]
+            made = App(parse(argv, {"HOME": "/home/user"}), process_metrics=False, cache=True)
+            sys.setprofile(noted)
+            try:
+                made.engine.catch_up()
+                made.state.refresh(NOW, lambda _: None)
+                made.engine.save_cache()
+            finally:
+                sys.setprofile(None)
+    assert "harnesses/claude_journal.py" in ran and "runtime/dormant.py" in ran
+    assert ran <= cache_module.reading(), sorted(ran - cache_module.reading())
+
+
+def _changed(tmp_path: Path, module: str | None) -> Path:
+    """A copy of the package, with `module` edited (None: as it is)."""
     copy = tmp_path / "exporter"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    before = _digest_of(copy)
-    harness = copy / "harnesses" / "claude_code.py"
-    harness.write_text(harness.read_text() + "\n# changed\n")
-    assert _digest_of(copy) != before
+    if module is not None:
+        (copy / module).write_text((copy / module).read_text() + "\n# changed\n")
+    return copy
 
 
 def _digest_of(package: Path) -> str:

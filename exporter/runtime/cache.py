@@ -12,10 +12,12 @@ exporter does when a file changes, so a restart ends with the same counters as a
 stopped.
 
 The cache is one file per set of agent homes, written atomically (a temporary file, then a
-rename) and never inside an agent's folder. It is used only by the code that wrote it: its
-header names a digest of the exporter's own source, so an upgrade or an edit starts from the
-files again. A cache that cannot be read or does not unpickle is discarded (logged once) and
-rebuilt from the files.
+rename) and never inside an agent's folder. It is used only by code that reads as the code that
+wrote it: its header names a digest of the source of every module the reading imports (`READING`
+and what they import, found in their source), so an upgrade or an edit of a reader, the state or
+the reading loop starts from the files again, while one of only what is published (metrics,
+traces, the web pages, the command line) keeps the cache. A cache that cannot be read or does
+not unpickle is discarded (logged once) and rebuilt from the files.
 
 Writing it must not cost more memory than what it saves: a pickler keeps every object it wrote
 (and every temporary it made to write one) until the end, so the per-file and per-session parts,
@@ -28,6 +30,7 @@ pickling).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import io
@@ -68,17 +71,72 @@ class Snapshot:
 
 PACKAGE = Path(__file__).resolve().parents[1]
 """The whole `exporter` package (this module is in `exporter/runtime/`)."""
+READING = (
+    "runtime/engine.py",
+    "runtime/config.py",
+    "runtime/cache.py",
+    "sources/processes.py",
+    "sources/terminals.py",
+)
+"""What decides what a catch-up builds: the reading loop (and through its imports the sources,
+harnesses, events and state), the configuration that makes the harnesses and what they may ask
+of the machine (`Probes`), this cache."""
+VERSION_ONLY = "__init__.py"
+"""The package's own module holds only its version: a new version that reads the same keeps
+the cache."""
 
 
 @cache
 def code_digest() -> str:
-    """A digest of the exporter's own source (every module of the package) and the Python
-    running it."""
+    """A digest of the source of the modules that decide what a catch-up builds (`reading`) and
+    of the Python running it."""
     digest = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
-    for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+    for name in sorted(reading()):
+        digest.update(name.encode() + b"\0")
+        digest.update((PACKAGE / name).read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def reading() -> set[str]:
+    """`READING` and every module of the package they import, anywhere in their source, with
+    the packages holding them (an import runs their `__init__.py`): paths relative to the
+    package, less `VERSION_ONLY`."""
+    found: set[str] = set()
+    todo = list(READING)
+    while todo:
+        name = todo.pop()
+        if name in found or name == VERSION_ONLY:
+            continue
+        found.add(name)
+        folders = name.split("/")[:-1]
+        todo += ["/".join([*folders[:i], "__init__.py"]) for i in range(1, len(folders) + 1)]
+        tree = ast.parse((PACKAGE / name).read_bytes(), name)
+        todo += [m for node in ast.walk(tree) for m in _imported(name, node)]
+    return found
+
+
+def _imported(name: str, node: ast.AST) -> list[str]:
+    """The package's modules that `node` of module `name` imports."""
+    if isinstance(node, ast.Import):
+        parts = [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "exporter"]
+        return [m for p in parts if (m := _module(p)) is not None]
+    if not isinstance(node, ast.ImportFrom) or not node.level:
+        return []  # absolute imports of the package itself are not used (`Import` above)
+    base = name.split("/")[: -node.level]
+    parts = [*base, *(node.module or "").split(".")] if node.module else base
+    parts = [p for p in parts if p]
+    found = [m for a in node.names if (m := _module([*parts, a.name])) is not None]
+    module = _module(parts)
+    return found + ([module] if module is not None else [])
+
+
+def _module(parts: list[str]) -> str | None:
+    """The source file of module `parts` (a package: its `__init__.py`), if the package has it."""
+    stem = "/".join(parts)
+    for candidate in (f"{stem}.py", f"{stem}/__init__.py" if stem else "__init__.py"):
+        if (PACKAGE / candidate).is_file():
+            return candidate
+    return None
 
 
 class Cache:
