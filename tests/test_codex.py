@@ -215,6 +215,23 @@ def test_an_mcp_result_with_is_error_is_an_error() -> None:
     assert outcomes == ["ok", "error"]  # the output text alone says nothing of it
 
 
+def test_a_refused_patch_is_an_error_and_an_applied_one_ok() -> None:
+    thread = thread_of("patch")
+    lines = rollout("patch", thread)
+    events = feed(RolloutReader(thread), lines)
+    outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    assert outcomes == ["ok", "ok", "error"]  # add, edit, a file that is not there
+    assert "missing.txt" not in expected(V171 / "patch")["work_after"]
+
+
+def test_an_applied_patch_without_its_file_change_item_is_still_ok() -> None:
+    thread = thread_of("patch")
+    lines = [line for line in rollout("patch", thread) if "FileChange" not in json.dumps(line)]
+    events = feed(RolloutReader(thread), lines)
+    outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    assert outcomes == ["ok", "ok", "error"]  # "Exit code: 0" opens an applied patch's output
+
+
 def test_an_mcp_tool_is_named_like_claude_codes_and_labelled_by_its_server() -> None:
     thread = thread_of("mcp")
     events = feed(RolloutReader(thread), rollout("mcp", thread))

@@ -24,7 +24,9 @@ _NOT_PROMPTS = (
 )
 _REQUEST_MARK = "## My request for Codex:"
 _ABORTED = re.compile(r"(^|\n)aborted by user\s*$")
-_EXIT_CODE = re.compile(r"Process exited with code (-?\d+)")
+_EXIT_CODE = re.compile(r"(?:Process exited with code |\AExit code: )(-?\d+)")
+REFUSED_WITHOUT_CODE = frozenset({"apply_patch"})
+"""Tools whose failure Codex records as error text only (no exit code, no `FileChange`)."""
 _INTERNAL_SOURCES = frozenset({"memory_consolidation"})
 
 
@@ -73,7 +75,11 @@ def prompt_text(content: object) -> str | None:
     return title_of(text)
 
 
-def output_outcome(payload: Mapping[str, Any], exit_code: int | None) -> ToolOutcome:
+def output_outcome(
+    payload: Mapping[str, Any], exit_code: int | None, *, coded: bool = False
+) -> ToolOutcome:
+    """A tool output's outcome; `coded`: a tool whose success always shows an exit code (its
+    item's or its output's), so an output without one is its error text."""
     output = payload.get("output")
     if isinstance(output, list):
         output = " ".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
@@ -84,6 +90,8 @@ def output_outcome(payload: Mapping[str, Any], exit_code: int | None) -> ToolOut
         found = _EXIT_CODE.search(text)
         exit_code = int(found.group(1)) if found else None
     if exit_code not in (0, None) or payload.get("success") is False:
+        return "error"
+    if coded and exit_code is None:
         return "error"
     if isinstance(output, dict) and output.get("success") is False:
         return "error"
@@ -114,8 +122,11 @@ def tool_name(payload: Mapping[str, Any]) -> str:
 def exit_of(item: Mapping[str, Any]) -> int | None:
     """A tool's end told by its `item_completed`, as an exit code: a `CommandExecution`'s own
     (1 when it failed without one); an `McpToolCall` that failed or whose result is an error
-    (`isError`) 1, else 0. None: the item does not say."""
+    (`isError`) 1, else 0; a `FileChange` (a patch applied) 0, or 1 when it failed. None: the
+    item does not say."""
     kind, code = item.get("type"), item.get("exit_code")
+    if kind == "FileChange":
+        return 0 if item.get("status") == "completed" else 1
     if kind == "CommandExecution":
         failed = item.get("status") == "failed" and not isinstance(code, int)
         return 1 if failed else code if isinstance(code, int) else None

@@ -17,8 +17,9 @@ whose running total moved.
 A sub-agent ends with its own thread's turn end; the parent's `wait` results repeat it later and
 are not used, so the end does not depend on which file is read first. The rollout cannot tell a
 denied approval from an interrupted command (both read `aborted by user`): both are `cancelled`.
-A tool's `item_completed` (`CommandExecution`, `McpToolCall`) comes before its output and says
-how it ended (`codex_fields.exit_of`): an MCP result with `isError` is an `error`.
+A tool's `item_completed` (`CommandExecution`, `McpToolCall`, `FileChange`) comes before its
+output and says how it ended (`codex_fields.exit_of`): an MCP result with `isError` is an `error`.
+A refused `apply_patch` leaves no item and no exit code, only its error text: an `error`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ..events import (
     TurnStarted,
 )
 from .codex_fields import (
+    REFUSED_WITHOUT_CODE,
     Role,
     exit_of,
     kind_of,
@@ -85,6 +87,7 @@ class RolloutReader:
         self.request: tuple[float | None, bool] | None = None  # (requested at, tool called)
         self.exits: dict[str, int | None] = {}  # tool ends told by item_completed, by call id
         self.spawns: set[str] = set()  # open `spawn_agent` calls
+        self.coded: set[str] = set()  # open calls of REFUSED_WITHOUT_CODE tools
         self.records = False  # token_usage_record seen: token_count is a repeat
         self.total: object = None
         self.last_message: str | None = None
@@ -304,6 +307,8 @@ class RolloutReader:
         ]
         if name.endswith("spawn_agent"):
             self.spawns.add(call_id)
+        if name in REFUSED_WITHOUT_CODE and len(self.coded) < 1024:
+            self.coded.add(call_id)
         if payload.get("type") in _DONE_AT_CALL:
             outcome: ToolOutcome = "ok" if payload.get("status") in (None, "completed") else "error"
             events.append(
@@ -317,7 +322,9 @@ class RolloutReader:
         call_id = nonempty(payload.get("call_id"))
         if call_id is None or self.role in ("review", "internal"):
             return []
-        outcome = output_outcome(payload, self.exits.pop(call_id, None))
+        coded = call_id in self.coded
+        self.coded.discard(call_id)
+        outcome = output_outcome(payload, self.exits.pop(call_id, None), coded=coded)
         output = payload.get("output")
         result = output if isinstance(output, str) else json.dumps(output) if output else None
         events: list[Event] = [
@@ -339,7 +346,7 @@ class RolloutReader:
         kind, call_id = nonempty(item.get("type")), nonempty(item.get("id"))
         if kind in ("Reasoning", "AgentMessage"):
             self._output_seen(tool=False)
-        elif kind in ("CommandExecution", "McpToolCall") and call_id is not None:
+        elif kind in ("CommandExecution", "McpToolCall", "FileChange") and call_id is not None:
             self.exits[call_id] = exit_of(item)
             if len(self.exits) > 1024:  # outputs that never came (killed): forget the oldest
                 del self.exits[next(iter(self.exits))]
