@@ -216,7 +216,8 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
     ],
 )
 def test_a_change_to_what_reads_makes_an_older_cache_unusable(tmp_path: Path, module: str) -> None:
-    assert _digest_of(_changed(tmp_path, module)) != _digest_of(_changed(tmp_path / "o", None))
+    before, after = _digests_around(tmp_path, module)
+    assert before != after
 
 
 @pytest.mark.parametrize(
@@ -231,7 +232,8 @@ def test_a_change_to_what_reads_makes_an_older_cache_unusable(tmp_path: Path, mo
     ],
 )
 def test_a_change_to_only_what_is_published_keeps_the_cache(tmp_path: Path, module: str) -> None:
-    assert _digest_of(_changed(tmp_path, module)) == _digest_of(_changed(tmp_path / "o", None))
+    before, after = _digests_around(tmp_path, module)
+    assert before == after
 
 
 def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -> None:
@@ -261,13 +263,13 @@ def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -
     assert ran <= cache_module.reading(), sorted(ran - cache_module.reading())
 
 
-def _changed(tmp_path: Path, module: str | None) -> Path:
-    """A copy of the package, with `module` edited (None: as it is)."""
+def _digests_around(tmp_path: Path, module: str) -> tuple[str, str]:
+    """The digest of a copy of the package before and after `module` is edited."""
     copy = tmp_path / "exporter"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    if module is not None:
-        (copy / module).write_text((copy / module).read_text() + "\n# changed\n")
-    return copy
+    before = _digest_of(copy)
+    (copy / module).write_text((copy / module).read_text() + "\n# changed\n")
+    return before, _digest_of(copy)
 
 
 def _digest_of(package: Path) -> str:

@@ -118,15 +118,19 @@ def reading() -> set[str]:
 def _imported(name: str, node: ast.AST) -> list[str]:
     """The package's modules that `node` of module `name` imports."""
     if isinstance(node, ast.Import):
-        parts = [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "exporter"]
-        return [m for p in parts if (m := _module(p)) is not None]
-    if not isinstance(node, ast.ImportFrom) or not node.level:
-        return []  # absolute imports of the package itself are not used (`Import` above)
-    base = name.split("/")[: -node.level]
-    parts = [*base, *(node.module or "").split(".")] if node.module else base
-    parts = [p for p in parts if p]
-    found = [m for a in node.names if (m := _module([*parts, a.name])) is not None]
-    module = _module(parts)
+        wanted = [a.name.split(".") for a in node.names]
+        return [m for w in wanted if w[0] == "exporter" and (m := _module(w[1:])) is not None]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        base = [*name.split("/")[: -node.level], *(node.module or "").split(".")]
+    elif (node.module or "").split(".")[0] == "exporter":
+        base = (node.module or "").split(".")[1:]
+    else:
+        return []
+    base = [part for part in base if part]
+    found = [m for a in node.names if (m := _module([*base, a.name])) is not None]
+    module = _module(base)
     return found + ([module] if module is not None else [])
 
 
