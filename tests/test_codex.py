@@ -232,6 +232,24 @@ def test_an_applied_patch_without_its_file_change_item_is_still_ok() -> None:
     assert outcomes == ["ok", "ok", "error"]  # "Exit code: 0" opens an applied patch's output
 
 
+def test_three_tools_of_one_response_end_by_their_own_call_ids() -> None:
+    thread = thread_of("exec-three-tools")
+    events = feed(RolloutReader(thread), rollout("exec-three-tools", thread))
+    calls = [e.call_id for e in events if isinstance(e, ToolCallStarted)]
+    ends = {e.call_id: e.outcome for e in events if isinstance(e, ToolCallEnded)}
+    assert [ends[call] for call in calls] == ["ok", "error", "ok"]  # the 2nd exits 2, ends last
+
+
+def test_a_web_search_is_a_tool_call_ended_by_its_status() -> None:
+    thread = thread_of("web-search")
+    events = feed(RolloutReader(thread), rollout("web-search", thread))
+    tools = [e.tool for e in events if isinstance(e, ToolCallStarted)]
+    outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    assert (tools, outcomes) == (["web_search", "web_search"], ["ok", "error"])
+    (response,) = [e for e in events if isinstance(e, ModelResponded)]
+    assert response.finish_reason == "stop"  # the API ran the searches: nothing asked back
+
+
 def test_an_mcp_tool_is_named_like_claude_codes_and_labelled_by_its_server() -> None:
     thread = thread_of("mcp")
     events = feed(RolloutReader(thread), rollout("mcp", thread))

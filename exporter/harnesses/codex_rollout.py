@@ -284,7 +284,7 @@ class RolloutReader:
                 return []
             return [TitleSet(session_id=self.session_id, title=title, source="prompt")]
         if kind in TOOL_CALLS:
-            self._output_seen(tool=True)
+            self._output_seen(tool=kind not in _DONE_AT_CALL)  # a search asks nothing back
             return self._tool_call(payload)
         if kind in TOOL_OUTPUTS:
             return self._tool_output(payload)
