@@ -162,6 +162,21 @@ class SubagentStarted:
     title: str | None = None
     background: bool | None = None
     parent_id: str | None = None
+    run_id: str | None = None
+    """The run of several sub-agents it belongs to (a Claude Code workflow): its launching call
+    is the one `RunLaunched` names for that run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunLaunched:
+    """A tool call launched a run of sub-agents in the background (a Claude Code workflow):
+    the sub-agents of `run_id` are linked to `call_id`; their titles start with `name`."""
+
+    session_id: str
+    at: float
+    call_id: str
+    run_id: str
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,6 +241,7 @@ Event = (
     | ToolCallEnded
     | SubagentStarted
     | SubagentEnded
+    | RunLaunched
     | ReviewEnded
     | LiveIndexRead
     | LiveIndexRemoved
@@ -239,6 +255,7 @@ __all__ = [
     "ModelFailed",
     "ModelResponded",
     "ReviewEnded",
+    "RunLaunched",
     "SessionSeen",
     "SubagentEnded",
     "SubagentStarted",

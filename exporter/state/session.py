@@ -27,6 +27,10 @@ class OpenTool:
     subagent: Subagent | None
 
 
+Run = tuple[str, str | None]
+"""A run of sub-agents (a Claude Code workflow): the tool call that launched it, its name."""
+
+
 @dataclass(slots=True)
 class Subagent:
     call_id: str | None = None
@@ -35,6 +39,7 @@ class Subagent:
     title: str | None = None
     background: bool = False
     parent_id: str | None = None
+    run_id: str | None = None  # the run (workflow) it belongs to, if any
     state: str = "running"
     started_at: float | None = None
     ended_at: float | None = None
@@ -86,6 +91,7 @@ class Session:
     tool_errors: int = 0
     tools: dict[str, OpenTool] | None = None  # open tool calls (`open_tools`); None: none
     subs: dict[str, Subagent] | None = None  # by agent id or call id (`subagents`); None: none
+    runs: dict[str, Run] | None = None  # runs of sub-agents (workflows) by run id; None: none
     counted: bool = False
 
     @property
@@ -136,6 +142,15 @@ class Session:
         if self.subs is None:
             self.subs = {}
         self.subs[key] = sub
+
+    def run(self, run_id: str | None) -> Run | None:
+        """The call that launched run `run_id` and the run's name, once told."""
+        return None if self.runs is None or run_id is None else self.runs.get(run_id)
+
+    def add_run(self, run_id: str, run: Run) -> None:
+        if self.runs is None:
+            self.runs = {}
+        self.runs[run_id] = run
 
     def touch(self, at: float | None) -> None:
         if at is None:
@@ -197,7 +212,7 @@ def _merge(into: Subagent, other: Subagent) -> None:
     into.messages += other.messages
     into.tokens = into.tokens.plus(other.tokens)
     into.tool_calls += other.tool_calls
-    for name in ("subagent_type", "title", "parent_id", "started_at"):
+    for name in ("subagent_type", "title", "parent_id", "run_id", "started_at"):
         if getattr(into, name) is None:
             setattr(into, name, getattr(other, name))
     into.background = into.background or other.background

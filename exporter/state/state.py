@@ -23,6 +23,7 @@ from ..events import (
     ModelFailed,
     ModelResponded,
     ReviewEnded,
+    RunLaunched,
     SessionSeen,
     SubagentEnded,
     SubagentStarted,
@@ -40,7 +41,7 @@ from .labels import live_state
 from .liveness import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
-from .session import ZERO, OpenTool, Session, Subagent
+from .session import ZERO, OpenTool, Run, Session, Subagent
 from .totals import Histogram, Totals
 
 TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
@@ -137,6 +138,8 @@ class State:
                 sub = session.subagent(event.call_id, event.subagent_id)
                 if sub is not None:
                     self._subagent_ended(session, sub, event.outcome, event.at)
+            case RunLaunched():
+                self._run_launched(agent, event)
             case ReviewEnded():
                 if not self._seen.add(agent, "review", event.review_id):
                     outcome = self._bounded(agent, "review_outcome", event.outcome)
@@ -333,12 +336,31 @@ class State:
                 if key:
                     session.add_subagent(key, sub)
         sub.subagent_type = event.subagent_type or sub.subagent_type
-        sub.title = event.title or sub.title
+        sub.run_id = event.run_id or sub.run_id
+        run = session.run(sub.run_id)
+        title = event.title
+        if run is not None:
+            sub.call_id = sub.call_id or run[0]
+            title = _run_title(run, title)
+        sub.title = title or sub.title
         sub.parent_id = event.parent_id or sub.parent_id
         sub.background = sub.background or bool(event.background)
         if event.at is not None and sub.started_at is None:
             sub.started_at = event.at
         self.observer.subagent_started(session, sub)
+
+    def _run_launched(self, agent: str, event: RunLaunched) -> None:
+        """The call that launched a run: its sub-agents told before it are linked to it now
+        (their call id, not a key: one call launched them all)."""
+        session = self.session(agent, event.session_id)
+        if session.run(event.run_id) is not None:
+            return
+        run = (event.call_id, event.name)
+        session.add_run(event.run_id, run)
+        for sub in session.unique_subagents():
+            if sub.run_id == event.run_id and sub.call_id is None:
+                sub.call_id, sub.title = event.call_id, _run_title(run, sub.title)
+                self.observer.subagent_started(session, sub)
 
     def _subagent_ended(self, session: Session, sub: Subagent, outcome: str, at: float) -> None:
         if sub.state != "running":
@@ -438,6 +460,14 @@ class State:
         if not foreground_only:
             for call_id in list(session.open_tools):
                 self._tool_ended(session, call_id, "cancelled", at)
+
+
+def _run_title(run: Run, title: str | None) -> str | None:
+    """A run's sub-agent's title: the run's name, then its own label."""
+    name = run[1]
+    if not name or (title and title.startswith(f"{name}: ")):
+        return title
+    return f"{name}: {title}" if title else name
 
 
 def _intern(text: str | None) -> str | None:

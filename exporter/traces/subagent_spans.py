@@ -36,6 +36,10 @@ class SubagentSpans(Starter):
         self._held_calls: dict[str, Subagent] = {}  # tool call → the sub-agent whose work waits
 
     def subagent_started(self, session: Session, sub: Subagent) -> None:
+        found = self._subagents.get(id(sub))  # its span, while its turn is not sent
+        if found is not None:  # its kind may be told after its span began (a workflow's agent)
+            found.span.update_name(f"invoke_agent {sub.subagent_type or 'unknown'}")
+            found.span.set_attributes(_described(sub))
         for replay in self._held.pop(id(sub), []) if self._sub_parent(sub) else []:
             replay()
 
@@ -69,13 +73,10 @@ class SubagentSpans(Starter):
         kind = sub.subagent_type or "unknown"
         attributes: dict[str, str | bool] = {
             sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
-            sc.AGENT_NAME: kind,
             sc.AGENT_ID: sub.id,
             sc.CONVERSATION_ID: session.session_id,
-            sc.SUBAGENT_BACKGROUND: sub.background,
+            **_described(sub),
         }
-        if sub.title:
-            attributes[sc.AGENT_DESCRIPTION] = sub.title
         span_id = ids.derive(8, "subagent", sub.id)
         tree = self._trees.get(context.trace_id)
         twin = tree.subs.get(span_id) if tree is not None else None
@@ -134,3 +135,15 @@ class SubagentSpans(Starter):
             self._held.setdefault(id(sub), []).append(retry)
             self._held_subs[id(sub)] = (session, sub)
         return None
+
+
+def _described(sub: Subagent) -> dict[str, str | bool]:
+    """What a sub-agent's span says of its kind: its type, its title, whether it runs in the
+    background."""
+    described: dict[str, str | bool] = {
+        sc.AGENT_NAME: sub.subagent_type or "unknown",
+        sc.SUBAGENT_BACKGROUND: sub.background,
+    }
+    if sub.title:
+        described[sc.AGENT_DESCRIPTION] = sub.title
+    return described
