@@ -5,6 +5,9 @@ Files read (everything else under the home is left alone, credentials included):
 - `projects/<encoded cwd>/<session id>.jsonl`: the lead journal, one JSON record a line.
 - `projects/<encoded cwd>/<session id>/subagents/agent-<agent id>.jsonl` (+ `.meta.json`):
   sub-agent journals and what launched them.
+- `projects/<encoded cwd>/<session id>/subagents/workflows/<run id>/agent-<agent id>.jsonl`
+  (+ `.meta.json`) and `projects/<encoded cwd>/<session id>/workflows/<run id>.json`: a
+  workflow's agents and its run file (`claude_workflow`, 2.1.3xx).
 - `projects/<encoded cwd>/<session id>/custom-title.json`: a `/rename` (2.1.3xx).
 - `sessions/<pid>.json`: the live index, one file per running process.
 
@@ -30,6 +33,7 @@ from ..events import (
 from .base import Defaults, FileKind, FileReader
 from .claude_journal import JournalReader
 from .claude_schema import Record
+from .claude_workflow import RunReader
 from .fields import home, timestamp
 
 _PID_FILE = re.compile(r"^(\d+)\.json$")
@@ -57,6 +61,8 @@ class ClaudeCode(Defaults):
             return "jsonl" if parts[2].endswith(".jsonl") else None
         if len(parts) == 4 and parts[3] == "custom-title.json":
             return "doc"
+        if _run_file(parts):
+            return "doc"
         if "subagents" in parts[3:-1]:
             found = _AGENT_FILE.match(parts[-1])
             if found:
@@ -72,21 +78,31 @@ class ClaudeCode(Defaults):
             return JournalReader(session_id)
         if parts[-1] == "custom-title.json":
             return CustomTitleReader(session_id)
+        if _run_file(parts):
+            return RunReader(session_id, parts[4].removesuffix(".json"))
         found = _AGENT_FILE.match(parts[-1])
         assert found is not None
         if found.group(2) == "jsonl":
             return JournalReader(session_id, subagent_id=found.group(1))
-        return MetaReader(session_id, found.group(1))
+        in_run = parts[-3:-2] == ("workflows",) and parts[-4:-3] == ("subagents",)
+        return MetaReader(session_id, found.group(1), parts[-2] if in_run else None)
+
+
+def _run_file(parts: tuple[str, ...]) -> bool:
+    """`projects/<cwd>/<session>/workflows/<run id>.json`, a workflow's run file."""
+    return len(parts) == 5 and parts[3] == "workflows" and parts[4].endswith(".json")
 
 
 class MetaReader:
-    """`agent-<id>.meta.json`: what kind of sub-agent this is and which tool call started it."""
+    """`agent-<id>.meta.json`: what kind of sub-agent this is and which tool call started it
+    (a workflow's agent: which run, `run_id`; it runs in the background of its lead)."""
 
-    __slots__ = ("session_id", "subagent_id")
+    __slots__ = ("run_id", "session_id", "subagent_id")
 
-    def __init__(self, session_id: str, subagent_id: str) -> None:
+    def __init__(self, session_id: str, subagent_id: str, run_id: str | None = None) -> None:
         self.session_id = session_id
         self.subagent_id = subagent_id
+        self.run_id = run_id
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
@@ -101,8 +117,11 @@ class MetaReader:
                 call_id=call_id if isinstance(call_id, str) else None,
                 subagent_type=kind if isinstance(kind, str) else None,
                 title=title if isinstance(title, str) else None,
-                background=True if record.get("requestShape") == "background" else None,
+                background=True
+                if self.run_id or record.get("requestShape") == "background"
+                else None,
                 parent_id=parent if isinstance(parent, str) else None,
+                run_id=self.run_id,
             )
         ]
 

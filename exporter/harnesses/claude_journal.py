@@ -34,6 +34,7 @@ from ..events import (
 )
 from ..sources.decode import whole
 from .claude_fields import INTERRUPTED, is_prompt, notification_end, text_of, usage_of
+from .claude_workflow import run_launched
 from .fields import timestamp, title_of
 
 SYNTHETIC_MODEL = "<synthetic>"
@@ -303,6 +304,9 @@ class JournalReader:
         ]
         if isinstance(result, dict) and isinstance(result.get("agentId"), str):
             events += self._agent_result(call_id, result, outcome)
+        elif isinstance(result, dict) and outcome == "ok":
+            launched = run_launched(self.session_id, self.at, call_id, result)
+            events += [launched] if launched is not None else []
         return events
 
     def _agent_result(

@@ -41,6 +41,8 @@ class _UseResult(TypedDict, total=False):
     agentId: Any
     status: Any
     isAsync: Any
+    runId: Any
+    workflowName: Any
 
 
 class _Attachment(TypedDict, total=False):
