@@ -9,7 +9,9 @@ from exporter.harnesses.claude_code import ClaudeCode, MetaReader
 from exporter.harnesses.claude_journal import JournalReader
 from exporter.harnesses.claude_workflow import RunReader
 from exporter.state.state import State
+from exporter.web.views import session_rows
 
+from .conftest import app_for
 from .test_claude_code import SID, kinds, user
 from .test_traces import spans_for
 
@@ -137,3 +139,13 @@ def test_the_workflow_span_holds_one_invoke_agent_span_per_agent() -> None:
             s.name for s in spans if s.parent and s.parent.span_id == each.context.span_id
         )
         assert beneath == ["chat claude-opus-5-5", "chat claude-opus-5-5", "execute_tool Bash"]
+
+
+def test_a_saved_project_workflow_run_by_its_name_titles_its_agents() -> None:
+    app = app_for(FIXTURES / "workflow-named" / "home")
+    (row,) = session_rows(app.state, app.config.project, history=True)
+    subs = row["subagents"]
+    assert sorted(s["title"] for s in subs) == ["count-project: count:a", "count-project: count:b"]
+    assert {(s["type"], s["state"], s["background"]) for s in subs} == {
+        ("workflow-subagent", "completed", True)
+    }
