@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path, PurePosixPath
 
-from exporter.events import RunLaunched, SubagentEnded, SubagentStarted
+from exporter.events import (
+    LiveIndexRead,
+    RunLaunched,
+    SubagentEnded,
+    SubagentStarted,
+    TurnEnded,
+    TurnStarted,
+)
 from exporter.harnesses.claude_code import ClaudeCode, MetaReader
 from exporter.harnesses.claude_journal import JournalReader
 from exporter.harnesses.claude_workflow import RunReader
+from exporter.harnesses.fields import timestamp
+from exporter.runtime.engine import Engine, Source
+from exporter.state.health import Stats
 from exporter.state.state import State
 from exporter.web.views import session_rows
 
@@ -149,3 +160,67 @@ def test_a_saved_project_workflow_run_by_its_name_titles_its_agents() -> None:
     assert {(s["type"], s["state"], s["background"]) for s in subs} == {
         ("workflow-subagent", "completed", True)
     }
+
+
+def test_a_run_still_going_after_its_leads_turn_keeps_the_session_background() -> None:
+    state = State()
+    busy = LiveIndexRead(
+        pid=10, session_id=SID, started_at=1.0, status="busy", status_at=2.0, source="s/10.json"
+    )
+    state.apply("claude-code", busy)
+    state.apply("claude-code", MetaReader(SID, "a", RUN).feed(META)[0])
+    key = ("claude-code", SID)
+    assert state.status(key, busy)[0] == "background"
+    state.apply("claude-code", TurnStarted(session_id=SID, at=3.0, record_id="u1", prompt="go"))
+    assert state.status(key, busy)[0] == "running"  # the lead works again
+    state.apply("claude-code", TurnEnded(session_id=SID, at=4.0, outcome="completed"))
+    state.apply(
+        "claude-code", RunReader(SID, RUN).feed(run_file("completed", agent("a", "done")))[1]
+    )
+    assert state.status(key, busy)[0] == "running"  # the run ended: busy is the lead's again
+
+
+def test_the_recorded_run_keeps_the_session_background_after_its_leads_turn(
+    tmp_path: Path,
+) -> None:
+    """The files as they were 1 s after the lead's turn ended while the workflow ran (the
+    records written by then; the run file comes at the run's end), and the live index then."""
+    scenario = FIXTURES / "interactive-workflow"
+    lead = next((scenario / "home" / "projects").glob("*/*.jsonl"))
+    ended = [json.loads(line) for line in lead.read_text().splitlines()]
+    cutoff = timestamp(next(r for r in ended if r.get("subtype") == "turn_duration")["timestamp"])
+    assert cutoff is not None
+    for path in (scenario / "home" / "projects").rglob("*.json*"):
+        kept = _written_by(path, cutoff + 1.0)
+        if kept is not None:
+            (tmp_path / path.relative_to(scenario / "home")).parent.mkdir(
+                parents=True, exist_ok=True
+            )
+            (tmp_path / path.relative_to(scenario / "home")).write_text(kept)
+    timeline = [
+        json.loads(line) for line in (scenario / "index-timeline.jsonl").read_text().splitlines()
+    ]
+    busy = next(c["doc"] for c in timeline if c["doc"] and c["doc"].get("status") == "busy")
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / f"{busy['pid']}.json").write_text(json.dumps(busy))
+    engine = Engine([Source(ClaudeCode(), tmp_path)], State(), Stats())
+    engine.catch_up()
+    engine.state.refresh(cutoff + 1.0, lambda pid: busy["startedAt"] / 1000)
+    ((key, entry),) = engine.state.live.items()
+    assert engine.state.status(key, entry)[0] == "background"
+
+
+def _written_by(path: Path, at: float) -> str | None:
+    """A fixture file as it was at `at`: a journal's lines up to the first written later; a run
+    file only if it was written by then."""
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        lines = []
+        for line in text.splitlines():
+            written = timestamp(json.loads(line).get("timestamp"))
+            if written is not None and written > at:
+                break
+            lines.append(line + "\n")
+        return "".join(lines)
+    written = timestamp(json.loads(text).get("timestamp"))
+    return None if written is not None and written > at else text

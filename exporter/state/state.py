@@ -427,9 +427,14 @@ class State:
     def status(
         self, key: tuple[str, str], entry: LiveIndexRead
     ) -> tuple[str, str | None, float | None]:
-        """A live session's state, why it waits, and since when."""
+        """A live session's state, why it waits, and since when. A session whose lead is done
+        while its background sub-agents run is `background` (Claude Code stays `busy` while a
+        workflow runs)."""
         if not entry.derived:
-            return live_state(entry.status), entry.reason, entry.status_at
+            state = live_state(entry.status)
+            if state == "running" and _background_only(self.sessions.get(key)):
+                return "background", None, entry.status_at
+            return state, entry.reason, entry.status_at
         session = self.session(*key)
         if session.turn_open_at is not None:
             return "running", None, session.turn_open_at
@@ -473,6 +478,15 @@ def _run_title(run: Run, title: str | None) -> str | None:
 def _intern(text: str | None) -> str | None:
     """One copy of a value many sessions share (a project's cwd, a version, a model)."""
     return None if text is None else sys.intern(text)
+
+
+def _background_only(session: Session | None) -> bool:
+    """No turn or tool call of its lead open, and a background sub-agent running."""
+    if session is None or session.turn_open_at is not None or session.subs is None:
+        return False
+    if any(t.subagent is None for t in session.open_tools.values()):
+        return False
+    return any(s.state == "running" and s.background for s in session.subs.values())
 
 
 def _has_open_work(session: Session | None) -> bool:
