@@ -203,6 +203,22 @@ class ReviewEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompacted:
+    """The agent compacted a conversation: its history was replaced by a summary.
+
+    `usage` is what the compaction's own model request cost, only when the agent recorded it
+    (never estimated); that request is also a `ModelResponded`, so these tokens are a part of
+    the token totals, not added to them.
+    """
+
+    session_id: str
+    at: float
+    compaction_id: str
+    subagent_id: str | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LiveIndexRead:
     """A live-index entry: one running agent process and what it says it is doing."""
 
@@ -243,12 +259,14 @@ Event = (
     | SubagentEnded
     | RunLaunched
     | ReviewEnded
+    | ContextCompacted
     | LiveIndexRead
     | LiveIndexRemoved
 )
 
 __all__ = [
     "TOKEN_TYPES",
+    "ContextCompacted",
     "Event",
     "LiveIndexRead",
     "LiveIndexRemoved",

@@ -10,6 +10,8 @@ History counters (rebuilt from the files, so equal after a restart):
     coding_agent_{tokens,messages,turns,tool_calls,subagents,sessions}_total, and the
     coding_agent_{turn,tool_call}_duration_seconds histograms, and
     coding_agent_reviews_total{agent,outcome} once an agent ran an automatic review.
+    coding_agent_compactions_total{agent} and coding_agent_compaction_tokens_total{agent,type}
+    once an agent compacted a conversation.
 Exporter health: coding_agent_exporter_{build_info,files_watched,bytes_read_total,
     records_total,parse_errors_total,reader_up}.
 """
@@ -177,6 +179,20 @@ class StateCollector:
                 "Automatic reviews the agent ran on its own actions (Codex guardian), by verdict.",
                 ["agent", "outcome"],
                 totals.reviews,
+            )
+        if totals.compactions:
+            yield _counter(
+                "coding_agent_compactions",
+                "Context compactions: a conversation's history replaced by a summary.",
+                ["agent"],
+                totals.compactions,
+            )
+            yield _counter(
+                "coding_agent_compaction_tokens",
+                "Tokens of the compactions' own model requests where the agent recorded them "
+                "(a part of coding_agent_tokens_total).",
+                ["agent", "type"],
+                totals.compaction_tokens,
             )
 
     def _by_project(self, tally: Counter[tuple[str, ...]], at: int) -> Counter[tuple[str, ...]]:

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict, deque
 
 from ..events import (
+    ContextCompacted,
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
@@ -145,8 +146,17 @@ class State:
                     outcome = self._bounded(agent, "review_outcome", event.outcome)
                     self.totals.reviews[(agent, outcome)] += 1
                     self.reviews.append((agent, event))
+            case ContextCompacted():
+                if not self._seen.add(agent, "compaction", event.compaction_id):
+                    self._compacted(agent, event.usage)
         if len(self._busy) > self._busy_limit:  # after the event: it may have opened work
             self._prune_busy()
+
+    def _compacted(self, agent: str, usage: Usage | None) -> None:
+        self.totals.compactions[(agent,)] += 1
+        for kind, value in (usage.as_dict() if usage else {}).items():
+            if value:
+                self.totals.compaction_tokens[(agent, kind)] += value
 
     def session(self, agent: str, session_id: str) -> Session:
         key = (agent, session_id)

@@ -44,5 +44,7 @@ class Totals:
     subagents: Counter[tuple[str, ...]] = field(default_factory=Counter)
     sessions: Counter[tuple[str, ...]] = field(default_factory=Counter)
     reviews: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    compactions: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    compaction_tokens: Counter[tuple[str, ...]] = field(default_factory=Counter)
     turn_durations: dict[str, Histogram] = field(default_factory=dict)
     tool_durations: dict[tuple[str, ...], Histogram] = field(default_factory=dict)
