@@ -12,6 +12,7 @@ import pytest
 import zstandard
 
 from exporter.events import (
+    ContextCompacted,
     Event,
     ModelFailed,
     ModelResponded,
@@ -256,6 +257,56 @@ def test_an_mcp_tool_is_named_like_claude_codes_and_labelled_by_its_server() -> 
     tools = [e.tool for e in events if isinstance(e, ToolCallStarted)]
     assert tools == ["mcp__shop__lookup_price", "mcp__shop__charge_card"]
     assert {tool_label(tool) for tool in tools} == {"mcp__shop"}
+
+
+def compaction_truth() -> tuple[str, Usage]:
+    """The stub's compaction answer in `compact`: its response id and usage, ours mapped."""
+    log = (V171 / "compact" / "stub-log.jsonl").read_text().splitlines()
+    (sent,) = [r for r in map(json.loads, log) if r["kind"] == "compact"]
+    usage = sent["usage"]
+    cached = usage["input_tokens_details"]["cached_tokens"]
+    return sent["response_id"], Usage(
+        input=usage["input_tokens"] - cached, output=usage["output_tokens"], cache_read=cached
+    )
+
+
+def test_compacted_is_a_compaction_with_the_usage_of_its_own_request() -> None:
+    thread = thread_of("compact")
+    events = feed(RolloutReader(thread), rollout("compact", thread))
+    (compacted,) = [e for e in events if isinstance(e, ContextCompacted)]
+    response_id, usage = compaction_truth()
+    assert compacted.usage == usage
+    responses = {e.message_id: e.usage for e in events if isinstance(e, ModelResponded)}
+    assert responses[response_id] == usage  # the request is also a response, counted once
+
+
+def test_a_compaction_that_names_no_recorded_request_has_no_tokens() -> None:
+    thread = thread_of("compact")
+    lines = rollout("compact", thread)
+    for line in lines:
+        if line["type"] == "compacted":
+            del line["payload"]["latest_token_usage_record"]
+    (compacted,) = [
+        e for e in feed(RolloutReader(thread), lines) if isinstance(e, ContextCompacted)
+    ]
+    assert compacted.usage is None  # never estimated
+
+
+def test_a_compaction_read_twice_counts_once(tmp_path: Path) -> None:
+    home = _home(tmp_path, "compact")
+    (path,) = (home / "sessions").rglob("*.jsonl")
+    shutil.copy(path, tmp_path / "twice.jsonl")
+    state, _ = _read(home)
+    (home / "archived_sessions").mkdir()
+    shutil.copy(tmp_path / "twice.jsonl", home / "archived_sessions" / path.name)
+    again, _ = _read(home)
+    _, usage = compaction_truth()
+    tokens = {("codex", k): v for k, v in usage.as_dict().items() if v}
+    for totals in (state.totals, again.totals):
+        assert (dict(totals.compactions), dict(totals.compaction_tokens)) == (
+            {("codex",): 1},
+            tokens,
+        )
 
 
 def test_namespaced_spawn_links_the_call_to_the_child_thread() -> None:

@@ -20,6 +20,9 @@ denied approval from an interrupted command (both read `aborted by user`): both 
 A tool's `item_completed` (`CommandExecution`, `McpToolCall`, `FileChange`) comes before its
 output and says how it ended (`codex_fields.exit_of`): an MCP result with `isError` is an `error`.
 A refused `apply_patch` leaves no item and no exit code, only its error text: an `error`.
+A `compacted` record (the history replaced by a summary) is a `ContextCompacted`; the compaction's
+own request is a model response like any other (its `token_usage_record` comes first), and the
+record names it (`compaction_response_id`) with a copy of that record: its usage, when it is there.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..events import (
+    ContextCompacted,
     Event,
     ModelFailed,
     ModelResponded,
@@ -116,6 +120,8 @@ class RolloutReader:
             return self._responded(payload.get("response_id"), payload.get("usage"))
         if kind == "response_item":
             return self._item(payload)
+        if kind == "compacted":
+            return [self._compacted(payload)]
         if kind == "event_msg":
             return self._event(payload)
         return []
@@ -253,6 +259,23 @@ class RolloutReader:
                 finish_reason="tool_calls" if tool_called else "stop",
             )
         ]
+
+    def _compacted(self, payload: Mapping[str, Any]) -> ContextCompacted:
+        """A compaction, with the usage of its own request when the record names that response
+        (`compaction_response_id`) and carries its `token_usage_record`."""
+        response = nonempty(payload.get("compaction_response_id"))
+        record = payload.get("latest_token_usage_record")
+        usage = None
+        if isinstance(record, dict) and response and record.get("response_id") == response:
+            usage = usage_of(record.get("usage"))
+        window = nonempty(payload.get("window_id")) or response
+        return ContextCompacted(
+            session_id=self.session_id,
+            at=self.at,
+            compaction_id=window or f"{self.thread_id}@{self.at}",
+            subagent_id=self.subagent_id,
+            usage=usage,
+        )
 
     def _counted(self, info: object) -> list[Event]:
         """Older rollouts: one response per `token_count` whose running total moved."""
