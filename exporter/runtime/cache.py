@@ -30,13 +30,13 @@ pickling).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import io
 import logging
 import os
 import pickle
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -100,7 +100,8 @@ def code_digest() -> str:
 def reading() -> set[str]:
     """`READING` and every module of the package they import, anywhere in their source, with
     the packages holding them (an import runs their `__init__.py`): paths relative to the
-    package, less `VERSION_ONLY`."""
+    package, less `VERSION_ONLY`. The imports are found by their shape in the text (a start
+    must not parse 50 modules); one written in a docstring only adds a module."""
     found: set[str] = set()
     todo = list(READING)
     while todo:
@@ -110,28 +111,29 @@ def reading() -> set[str]:
         found.add(name)
         folders = name.split("/")[:-1]
         todo += ["/".join([*folders[:i], "__init__.py"]) for i in range(1, len(folders) + 1)]
-        tree = ast.parse((PACKAGE / name).read_bytes(), name)
-        todo += [m for node in ast.walk(tree) for m in _imported(name, node)]
+        todo += _imported(name, (PACKAGE / name).read_text())
     return found
 
 
-def _imported(name: str, node: ast.AST) -> list[str]:
-    """The package's modules that `node` of module `name` imports."""
-    if isinstance(node, ast.Import):
-        wanted = [a.name.split(".") for a in node.names]
-        return [m for w in wanted if w[0] == "exporter" and (m := _module(w[1:])) is not None]
-    if not isinstance(node, ast.ImportFrom):
-        return []
-    if node.level:
-        base = [*name.split("/")[: -node.level], *(node.module or "").split(".")]
-    elif (node.module or "").split(".")[0] == "exporter":
-        base = (node.module or "").split(".")[1:]
-    else:
-        return []
-    base = [part for part in base if part]
-    found = [m for a in node.names if (m := _module([*base, a.name])) is not None]
-    module = _module(base)
-    return found + ([module] if module is not None else [])
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+exporter\.([\w.]+)", re.M)
+
+
+def _imported(name: str, source: str) -> list[str]:
+    """The package's modules that module `name`, of source `source`, imports."""
+    found = [m for w in _IMPORT.findall(source) if (m := _module(w.split("."))) is not None]
+    for dots, module, names in _FROM.findall(source):
+        if dots:
+            base = [*name.split("/")[: -len(dots)], *module.split(".")]
+        elif module.split(".")[0] == "exporter":
+            base = module.split(".")[1:]
+        else:
+            continue
+        base = [part for part in base if part]
+        listed = re.sub(r"#[^\n]*|[()]", "", names).split(",")
+        wanted = [[*base, n.split()[0]] for n in listed if n.strip()] + [base]
+        found += [m for w in wanted if (m := _module(w)) is not None]
+    return found
 
 
 def _module(parts: list[str]) -> str | None:
