@@ -18,8 +18,18 @@ from exporter.runtime.pool import _lean, decoder
 from exporter.sources.decode import lean, loads
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude-code"
-JOURNALS = sorted(FIXTURES.glob("*/*/home/projects/**/*.jsonl"))
 decode = lean(Record)
+
+
+def _home(path: Path) -> Path:
+    return next(p for p in path.parents if p.name == "home")
+
+
+JOURNALS = sorted(  # the journals the harness reads (not a workflow's own run journal)
+    path
+    for path in FIXTURES.glob("*/*/home/projects/**/*.jsonl")
+    if ClaudeCode().match(PurePosixPath(path.relative_to(_home(path)))) == "jsonl"
+)
 
 
 def events(path: Path, decode_line: object) -> list[object]:
@@ -35,10 +45,6 @@ def events(path: Path, decode_line: object) -> list[object]:
             continue
         found += [_lean(event) for event in reader.feed(record)]
     return found
-
-
-def _home(path: Path) -> Path:
-    return next(p for p in path.parents if p.name == "home")
 
 
 def test_every_recorded_journal_is_read() -> None:
