@@ -140,9 +140,20 @@ def _module(parts: list[str]) -> str | None:
     """The source file of module `parts` (a package: its `__init__.py`), if the package has it."""
     stem = "/".join(parts)
     for candidate in (f"{stem}.py", f"{stem}/__init__.py" if stem else "__init__.py"):
-        if (PACKAGE / candidate).is_file():
+        if candidate in _sources(PACKAGE):
             return candidate
     return None
+
+
+@cache
+def _sources(package: Path) -> frozenset[str]:
+    """Every module of `package`, relative to it (one walk, not a `stat` per imported name)."""
+    return frozenset(
+        os.path.relpath(os.path.join(folder, name), package)
+        for folder, _, names in os.walk(package)
+        for name in names
+        if name.endswith(".py")
+    )
 
 
 class Cache:
