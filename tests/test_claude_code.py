@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from exporter.events import (
     LiveIndexRead,
@@ -21,6 +21,8 @@ from exporter.events import (
 )
 from exporter.harnesses.claude_code import ClaudeCode, LiveIndexReader, MetaReader
 from exporter.harnesses.claude_journal import JournalReader
+
+from .conftest import app_for
 
 SID = "0cb4ee5f-eeae-463f-9990-9f1af99a8fd0"
 T0 = "2026-11-30T09:15:04.490Z"
@@ -397,3 +399,13 @@ def test_a_clock_that_went_back_mid_session_is_no_fork_copy() -> None:
     reader.feed(user("first", timestamp="2026-11-30T09:15:19.000Z"))
     later = reader.feed(user("second", uuid="u2", timestamp="2026-11-30T09:10:00.000Z"))
     assert "TurnStarted" in kinds(later)
+
+
+def test_mcp_tools_collapse_to_their_server_and_an_is_error_result_is_an_error() -> None:
+    """Recorded: a stdio MCP server's ok call and its isError call (2.1.332, mcp-tools)."""
+    home = Path(__file__).parent.parent / "fixtures" / "claude-code" / "2.1.332" / "mcp-tools"
+    calls = app_for(home / "home").state.totals.tool_calls
+    assert {k: v for k, v in calls.items() if k[1].startswith("mcp")} == {
+        ("claude-code", "mcp__shop", "ok"): 1,
+        ("claude-code", "mcp__shop", "error"): 1,
+    }

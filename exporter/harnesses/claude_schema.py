@@ -60,7 +60,7 @@ class Record(TypedDict, total=False):
     entrypoint: Any
     version: Any
     message: _Message | None
-    toolUseResult: str | _UseResult | None
+    toolUseResult: str | list[msgspec.Raw] | _UseResult | None  # a list: an MCP tool's content
     toolDenialKind: Any
     origin: Any
     attachment: _Attachment | None
