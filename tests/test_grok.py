@@ -1,5 +1,6 @@
-"""Grok Build: one test per file kind (records in the documented layout, as the hand-made
-fixtures are), the live index diffed per session, and liveness from pid + registration time."""
+"""Grok Build: one test per behaviour of each file kind, on records Grok Build 0.2.111 wrote
+(`fixtures/grok/0.2.111/`); the live index diffed per session and liveness from pid +
+registration time (the index entries' shape is the documented one: no entry was recorded)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from exporter.events import (
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
+    ModelFailed,
     ModelResponded,
     SessionSeen,
     SubagentEnded,
@@ -28,17 +30,17 @@ from exporter.harnesses.grok import Grok, IndexReader, decode_cwd
 from exporter.harnesses.grok_session import (
     ChatHistoryReader,
     EventsReader,
-    MetaReader,
+    PromptContextReader,
     Shared,
     SummaryReader,
-    UpdatesReader,
 )
+from exporter.harnesses.grok_updates import MetaReader, UpdatesReader
 from exporter.runtime.engine import Engine, Source
 from exporter.state.state import State
 
 from .conftest import FIXTURES
 
-LIVE = FIXTURES / "grok" / "hand-made" / "live-permission" / "home" / ".grok"
+RECORDED = FIXTURES / "grok" / "0.2.111"
 SID = "01a0b546-2e0f-7b43-8a10-0000000000f6"
 OTHER = "01a0b546-2e0f-7b43-8a10-000000000077"
 OPENED = "2026-11-20T09:59:58.123456Z"
@@ -65,6 +67,7 @@ def test_layout_and_files_never_opened() -> None:
     assert grok.match(PurePosixPath(f"{session}/updates.jsonl")) == "jsonl"
     assert grok.match(PurePosixPath(f"{session}/chat_history.jsonl")) == "jsonl"
     assert grok.match(PurePosixPath(f"{session}/summary.json")) == "doc"
+    assert grok.match(PurePosixPath(f"{session}/prompt_context.json")) == "doc"
     assert grok.match(PurePosixPath(f"{session}/subagents/x/meta.json")) == "doc"
     for never in (
         "auth.json",
@@ -74,6 +77,10 @@ def test_layout_and_files_never_opened() -> None:
         f"{session}/summary.json.tmp",
         f"{session}/events.lock",
         f"{session}/subagents/x/output.json",
+        f"{session}/updates.jsonl.lock",
+        f"{session}/system_prompt.txt",
+        f"{session}/signals.json",
+        f"{session}/terminal/call_1.log",
         "logs/unified.jsonl",
     ):
         assert grok.match(PurePosixPath(never)) is None, never
@@ -110,143 +117,222 @@ def test_entries_without_proof_are_left_out() -> None:
     assert IndexReader(Grok()).feed(bad) == []
 
 
-def state_of(home: Path, start: float) -> State:
+def waiting_home(tmp_path: Path) -> tuple[Path, str, float]:
+    """The recorded `shell` session cut at its permission prompt, listed in an index entry of
+    the documented shape under pid 37000: its home, session id and registration time."""
+    home = tmp_path / ".grok"
+    shutil.copytree(RECORDED / "shell" / "home" / ".grok", home)
+    (events,) = home.glob("sessions/*/*/events.jsonl")
+    lines = events.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"permission_prompt"' in line)
+    events.write_text("".join(lines[: cut + 1]))
+    (events.parent / "updates.jsonl").write_text("")
+    summary = json.loads((events.parent / "summary.json").read_text())
+    session_id, opened = summary["info"]["id"], summary["created_at"]
+    entry = {"session_id": session_id, "pid": 37000, "cwd": "/home/user/work/shop-api"}
+    (home / "active_sessions.json").write_text(json.dumps([{**entry, "opened_at": opened}]))
+    return home, session_id, timestamp(opened) or 0.0
+
+
+def state_of(home: Path, opened: float, start: float) -> State:
     state = State()
     Engine([Source(Grok(), home)], state).catch_up()
-    state.refresh(START + 60, lambda pid: start if pid == 37000 else None)
+    state.refresh(opened + 60, lambda pid: start if pid == 37000 else None)
     return state
 
 
-def test_live_session_waits_at_the_permission_prompt() -> None:
-    state = state_of(LIVE, START - 1)
-    holder = state.live[("grok", SID)]
-    assert state.status(("grok", SID), holder)[:2] == ("needs_user", "run_terminal_command")
-    assert state.session("grok", SID).turn_open_at is not None
+def test_live_session_waits_at_the_permission_prompt(tmp_path: Path) -> None:
+    home, sid, opened = waiting_home(tmp_path)
+    state = state_of(home, opened, opened - 1)
+    holder = state.live[("grok", sid)]
+    assert state.status(("grok", sid), holder)[:2] == ("needs_user", "run_terminal_command")
+    assert state.session("grok", sid).turn_open_at is not None
 
 
-def test_opened_at_before_the_process_start_is_stale() -> None:
-    state = state_of(LIVE, START + 3600)  # pid 37000 now belongs to a later process
-    assert ("grok", SID) not in state.live
-    assert state.session("grok", SID).turns["interrupted"] == 1
+def test_opened_at_before_the_process_start_is_stale(tmp_path: Path) -> None:
+    home, sid, opened = waiting_home(tmp_path)
+    state = state_of(home, opened, opened + 3600)  # pid 37000 now belongs to a later process
+    assert ("grok", sid) not in state.live
+    assert state.session("grok", sid).turns["interrupted"] == 1
 
 
 def test_a_session_that_left_the_index_is_not_live(tmp_path: Path) -> None:
-    home = tmp_path / ".grok"
-    shutil.copytree(LIVE, home)
+    home, sid, opened = waiting_home(tmp_path)
     state = State()
     engine = Engine([Source(Grok(), home)], state)
     engine.catch_up()
-    (home / "active_sessions.json").write_text("[]")
+    (home / "active_sessions.json").write_text("[]")  # as Grok leaves it when the session ends
     engine.changed([home / "active_sessions.json"])
-    state.refresh(START + 60, lambda pid: START)
-    assert ("grok", SID) not in state.live
+    state.refresh(opened + 60, lambda pid: opened)
+    assert ("grok", sid) not in state.live
 
 
-def phase(second: int, word: str) -> dict[str, Any]:
-    return {"ts": ts(second), "type": "phase_changed", "phase": word}
+def recorded(scenario: str, name: str, session: int = 0) -> list[dict[str, Any]]:
+    """The records of one file of a recorded session (`session`: by id order)."""
+    folders = sorted((FIXTURES / "grok" / "0.2.111" / scenario).glob("home/.grok/sessions/*/*/"))
+    text = (folders[session] / name).read_text()
+    if name.endswith(".json"):
+        return [json.loads(text)]
+    return [json.loads(line) for line in text.splitlines()]
 
 
-def test_phase_log_turns_tools_and_status() -> None:
+def fed(reader: Any, records: list[dict[str, Any]]) -> list[Event]:
+    return [e for r in records for e in reader.feed(r)]
+
+
+def test_phase_log_turns_and_status() -> None:
     grok = Grok()
     IndexReader(grok).feed([entry()])  # listed: each status change comes as its entry
-    shared = grok.of(SID)
-    reader = EventsReader(SID, "/tmp/app", shared)
-    events = reader.feed(
-        {"ts": ts(0), "type": "turn_started", "turn_number": 0, "model_id": "x-ai/grok-4.6"}
-    )
-    assert isinstance(events[0], SessionSeen) and events[0].cwd == "/tmp/app"
-    assert any(isinstance(e, TurnStarted) for e in events)
-    assert live(events)[0].status is None  # phase cleared at turn_started: not guessed
-    assert live(reader.feed(phase(1, "waiting_for_model")))[0].status == "busy"
-    started = reader.feed(
-        {"ts": ts(2), "type": "tool_started", "tool_name": "run_terminal_command"}
-    )
-    assert isinstance(started[0], ToolCallStarted)
-    waiting = live(reader.feed(phase(2, "permission_prompt")))[0]
-    assert (waiting.status, waiting.reason) == ("waiting", "run_terminal_command")
-    resolved = {"ts": ts(4), "type": "permission_resolved", "tool_name": "run_terminal_command"}
-    assert live(reader.feed({**resolved, "decision": "allow"}))[0].status == "busy"
-    done = reader.feed(
-        {
-            "ts": ts(5),
-            "type": "tool_completed",
-            "tool_name": "run_terminal_command",
-            "outcome": "error",
-            "tool_call_id": "call-1",
-        }
-    )
-    assert done == [
-        ToolCallEnded(session_id=SID, at=done[0].at, call_id=started[0].call_id, outcome="error")
+    reader = EventsReader(SID, "/tmp/app", grok.of(SID))
+    records = recorded("shell", "events.jsonl")
+    first = reader.feed(records[0])
+    assert isinstance(first[0], SessionSeen) and first[0].model == "grok-build"
+    assert any(isinstance(e, TurnStarted) for e in first)
+    assert live(first)[0].status is None  # phase cleared at turn_started: not guessed
+    statuses = [(e.status, e.reason) for r in records[1:] for e in live(reader.feed(r))]
+    changes = [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s]
+    assert changes == [
+        ("busy", None),  # waiting_for_model, streaming, tool_execution
+        ("waiting", "run_terminal_command"),  # permission_prompt (approved at once)
+        ("busy", None),  # tool_execution again, the next model call
+        ("idle", None),  # turn_ended
     ]
-    assert reader.feed(phase(6, "compacting_somehow"))[-1].status is None  # type: ignore[union-attr]
-    ended = reader.feed({"ts": ts(7), "type": "turn_ended", "outcome": "cancelled"})
-    assert isinstance(ended[0], TurnEnded) and ended[0].outcome == "interrupted"
-    assert live(ended)[0].status == "idle"
-    assert reader.feed({"ts": ts(8), "type": "mcp_server_starting"}) == []
+    assert not any(isinstance(e, ToolCallStarted) for r in records for e in reader.feed(r))
 
 
-def test_a_denied_tool_is_rejected() -> None:
+def test_turn_outcomes_from_the_phase_log() -> None:
     reader = EventsReader(SID, None, Shared())
-    reader.feed({"ts": ts(0), "type": "turn_started"})
-    (started,) = reader.feed({"ts": ts(1), "type": "tool_started", "tool_name": "edit_file"})
-    reader.feed(
-        {"ts": ts(2), "type": "permission_resolved", "tool_name": "edit_file", "decision": "deny"}
-    )
-    (ended,) = reader.feed(
-        {"ts": ts(3), "type": "tool_completed", "tool_name": "edit_file", "outcome": "error"}
-    )
-    assert isinstance(ended, ToolCallEnded) and ended.outcome == "rejected"
-    assert isinstance(started, ToolCallStarted) and ended.call_id == started.call_id
+    (ended,) = [
+        e for e in fed(reader, recorded("api-error", "events.jsonl")) if e.__class__ is TurnEnded
+    ]
+    assert isinstance(ended, TurnEnded) and ended.outcome == "failed"  # turn_ended "error"
+    cancelled = reader.feed({"ts": ts(7), "type": "turn_ended", "outcome": "cancelled"})
+    assert isinstance(cancelled[0], TurnEnded) and cancelled[0].outcome == "interrupted"
 
 
-def update(kind: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "method": "_x.ai/session/update",
-        "params": {"update": {"sessionUpdate": kind, **fields}},
-        "timestamp": 1795168810,
-    }
+def updates(scenario: str, session: int = 0) -> tuple[UpdatesReader, Shared, list[Event]]:
+    shared = Shared(model="grok-build")
+    reader = UpdatesReader(SID, shared, lambda child: None)
+    return reader, shared, fed(reader, recorded(scenario, "updates.jsonl", session))
 
 
-def test_background_tasks_and_turn_usage() -> None:
-    shared = Shared(entry=LiveIndexRead(pid=1, session_id=SID, started_at=None, status=None))
-    reader = UpdatesReader(SID, shared)
-    assert reader.feed({"method": "session/update", "params": {"update": {}}}) == []
-    tasks = [{"task_id": "t1", "kind": "bash", "status": "running", "command": "sleep 60"}]
-    assert live(reader.feed(update("background_tasks", tasks=tasks)))[0].status == "shell"
-    done = reader.feed(update("task_completed", task_snapshot={"task_id": "t1", "exit_code": 0}))
-    assert live(done)[0].status == "idle"
-    usage = {"inputTokens": 1200, "outputTokens": 40, "totalTokens": 1240, "numTurns": 1}
-    assert reader.feed(update("turn_completed", prompt_id="p0", usage=usage)) == []  # no model yet
-    (response,) = shared.set_model(SID, "x-ai/grok-4.6")
-    assert isinstance(response, ModelResponded)
-    assert (response.message_id, response.usage) == (f"{SID}/p0", Usage(input=1200, output=40))
-    again = reader.feed(update("turn_completed", prompt_id="p1", usage=usage))
-    assert [e.message_id for e in again if isinstance(e, ModelResponded)] == [f"{SID}/p1"]
+def test_tool_calls_by_their_id_and_exit_code() -> None:
+    _, _, events = updates("two-tools")
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    ended = {e.call_id: e.outcome for e in events if isinstance(e, ToolCallEnded)}
+    assert [e.tool for e in started] == ["run_terminal_command"] * 2
+    assert [ended[e.call_id] for e in started] == ["ok", "error"]  # `echo one`, `exit 3`
+    _, _, failing = updates("failing-shell")
+    assert [e.outcome for e in failing if isinstance(e, ToolCallEnded)] == ["error"]  # exit 2
 
 
-def test_summary_titles_model_and_kind() -> None:
+def test_turn_usage_without_the_cached_part_over_the_turn() -> None:
+    shared = Shared(model="grok-build")
+    EventsReader(SID, None, shared).feed(recorded("shell", "events.jsonl")[0])
+    assert shared.turn_start is not None
+    shared.turn_end = shared.turn_start + 0.05  # the phase log's turn_ended, before the usage
+    (response,) = [
+        e
+        for e in UpdatesReader(SID, shared, lambda child: None).feed(
+            recorded("shell", "updates.jsonl")[-1]  # turn_completed
+        )
+        if isinstance(e, ModelResponded)
+    ]
+    assert response.usage == Usage(
+        input=4200, output=110, cache_read=800, reasoning=16
+    )  # 5000 in, 800 cached
+    assert (response.requested_at, response.at) == (shared.turn_start, shared.turn_end)
+    _, _, answer = updates("answer")
+    (reasoned,) = [e for e in answer if isinstance(e, ModelResponded)]
+    assert reasoned.usage == Usage(input=2000, output=50, reasoning=16)
+
+
+def test_usage_waits_for_the_model() -> None:
     shared = Shared()
-    reader = SummaryReader(SID, shared)
-    summary = {
-        "info": {"id": SID, "cwd": "/tmp/app"},
-        "created_at": ts(0),
-        "current_model_id": "x-ai/grok-4.6",
-        "generated_title": "Fixing the build",
-        "title_is_manual": True,
-        "session_kind": "headless",
-    }
-    seen, title = reader.feed(summary)
-    assert isinstance(seen, SessionSeen) and (seen.cwd, seen.kind) == ("/tmp/app", "headless")
-    assert title == TitleSet(session_id=SID, title="Fixing the build", source="user")
-    assert shared.model == "x-ai/grok-4.6"
-    assert reader.feed({**summary, "session_kind": "subagent"}) == []  # a child, not a session
+    reader = UpdatesReader(SID, shared, lambda child: None)
+    assert fed(reader, recorded("answer", "updates.jsonl")) == []
+    (response,) = shared.set_model(SID, "grok-build")
+    assert isinstance(response, ModelResponded) and response.message_id.startswith(f"{SID}/")
+
+
+def test_an_api_error_that_ended_the_retries() -> None:
+    _, _, events = updates("api-error")
+    (failed,) = [e for e in events if isinstance(e, ModelFailed)]
+    assert (failed.error, failed.model) == ("api", "grok-build")  # retry_state "failed"
+    assert not any(isinstance(e, ModelResponded) for e in events)  # no usage on an error
+
+
+def test_background_tasks() -> None:
+    """The documented shapes (no background task recorded yet)."""
+    shared = Shared(entry=LiveIndexRead(pid=1, session_id=SID, started_at=None, status=None))
+    reader = UpdatesReader(SID, shared, lambda child: None)
+    row = {"method": "_x.ai/session/update", "timestamp": 1795168810}
+    tasks = [{"task_id": "t1", "status": "running"}]
+    running = {**row, "params": {"update": {"sessionUpdate": "background_tasks", "tasks": tasks}}}
+    assert live(reader.feed(running))[0].status == "shell"
+    snapshot = {"sessionUpdate": "task_completed", "task_snapshot": {"task_id": "t1"}}
+    assert live(reader.feed({**row, "params": {"update": snapshot}}))[0].status == "idle"
+
+
+def test_a_subagents_own_folder_is_not_read() -> None:
+    grok = Grok()
+    lead, child = (recorded("subagent", "summary.json", i)[0]["info"]["id"] for i in (0, 1))
+    fed(
+        grok.reader(PurePosixPath(f"sessions/x/{lead}/updates.jsonl")),
+        recorded("subagent", "updates.jsonl"),
+    )
+    assert grok.of(child).child  # subagent_spawned named it
+    for name in ("events.jsonl", "updates.jsonl", "chat_history.jsonl", "summary.json"):
+        reader = grok.reader(PurePosixPath(f"sessions/x/{child}/{name}"))
+        assert fed(reader, recorded("subagent", name, 1)) == [], name
+    alone = Grok()
+    summary = alone.reader(PurePosixPath(f"sessions/x/{child}/summary.json"))
+    assert fed(summary, recorded("subagent", "summary.json", 1)) == []  # session_kind subagent
+    assert alone.of(child).child
+
+
+def test_subagent_meta() -> None:
+    grok = Grok()
+    meta = recorded("subagent", "summary.json")[0]["info"]["id"]
+    folder = sorted(
+        (FIXTURES / "grok" / "0.2.111" / "subagent").glob("home/.grok/sessions/*/*/subagents/*/")
+    )[0]
+    record = json.loads((folder / "meta.json").read_text())
+    started, ended = MetaReader(meta, folder.name, grok.mark_child).feed(record)
+    assert isinstance(started, SubagentStarted)
+    assert (started.subagent_type, started.title) == ("general-purpose", "Count python files")
+    assert isinstance(ended, SubagentEnded) and ended.outcome == "completed"
+    assert grok.of(record["child_session_id"]).child
+    error = MetaReader(meta, "s1", grok.mark_child).feed({**record, "status": "error"})
+    assert isinstance(error[1], SubagentEnded) and error[1].outcome == "failed"
+
+
+def test_summary_title_is_the_prompt_unless_generated() -> None:
+    shared = Shared()
+    fed(ChatHistoryReader(SID, shared), recorded("answer", "chat_history.jsonl"))
+    assert shared.first_prompt == "SCENARIO:simple say hello"
+    summary = recorded("answer", "summary.json")[0]
+    seen, *rest = SummaryReader(SID, shared, lambda child: None).feed(summary)
+    assert isinstance(seen, SessionSeen) and seen.cwd == "/home/user/work/shop-api"
+    assert rest == []  # generated_title is the prompt: the chat history's prompt title stands
+    titled = SummaryReader(SID, shared, lambda child: None).feed(
+        {**summary, "generated_title": "Fix it"}
+    )
+    assert TitleSet(session_id=SID, title="Fix it", source="harness") in titled
+
+
+def test_prompt_context_says_print_mode() -> None:
+    (context,) = recorded("answer", "prompt_context.json")
+    (seen,) = PromptContextReader(SID, Shared()).feed(context)
+    assert isinstance(seen, SessionSeen) and seen.kind == "headless"
+    (other,) = PromptContextReader(SID, Shared()).feed({**context, "is_non_interactive": False})
+    assert isinstance(other, SessionSeen) and other.kind == "interactive"
 
 
 def test_chat_history_first_real_prompt_titles() -> None:
     reader = ChatHistoryReader(SID, Shared())
     records: list[dict[str, Any]] = [
-        {"type": "system", "content": "…"},
-        {"type": "user", "content": [{"type": "text", "text": "<user_info>x</user_info>"}]},
+        *recorded("shell", "chat_history.jsonl")[:2],  # system, <user_info>
         {
             "type": "user",
             "content": [{"type": "text", "text": "<system-reminder>r</system-reminder>"}],
@@ -259,26 +345,13 @@ def test_chat_history_first_real_prompt_titles() -> None:
         },
         {"type": "user", "content": "<user_query>second</user_query>", "prompt_index": 1},
     ]
-    events = [e for r in records for e in reader.feed(r)]
-    assert events == [TitleSet(session_id=SID, title="fix the build", source="prompt")]
-
-
-def test_subagent_meta() -> None:
-    meta = {
-        "subagent_id": "s1",
-        "subagent_type": "explore",
-        "description": "look around",
-        "status": "running",
-        "started_at": ts(1),
-    }
-    (started,) = MetaReader(SID, "s1").feed(meta)
-    assert isinstance(started, SubagentStarted) and started.subagent_type == "explore"
-    ended = MetaReader(SID, "s1").feed({**meta, "status": "error", "completed_at": ts(9)})
-    assert isinstance(ended[1], SubagentEnded) and ended[1].outcome == "failed"
+    assert fed(reader, records) == [
+        TitleSet(session_id=SID, title="fix the build", source="prompt")
+    ]
 
 
 def test_fixture_files_parse() -> None:
-    """The hand-made fixtures are valid JSON in every line."""
+    """The recorded fixtures are valid JSON in every line."""
     for path in (FIXTURES / "grok").rglob("*.json*"):
         text = path.read_text()
         for line in text.splitlines() if path.suffix == ".jsonl" else [text]:

@@ -101,7 +101,7 @@ OTHER_HOMES = {  # flag → (recorded home inside the fixture, credential files 
     "--opencode.home": ("opencode/1.18.33/subagent/home/.local/share/opencode", ("auth.json",)),
     "--pi.home": ("pi/0.73.1/print-tool/home/agent", ("auth.json",)),
     "--omp.home": ("oh-my-pi/18.2.3/profile-live/home", ("agent/auth.json", "agent/agent.db")),
-    "--grok.home": ("grok/hand-made/live-permission/home/.grok", ("auth.json",)),
+    "--grok.home": ("grok/0.2.111/subagent/home/.grok", ("auth.json",)),
     "--vibe.home": ("vibe/3.0.2/tui/home/.vibe", (".env", "auth.json")),
 }
 

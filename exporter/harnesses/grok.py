@@ -1,10 +1,12 @@
 """Grok Build: `~/.grok` (or `$GROK_HOME`).
 
-Built from the documented layout (no Grok Build binary could be run here; the fixtures are
-hand-made, see `fixtures/grok/README.md`). Files read; everything else under the home is left
-alone (`auth.json`, `*.lock`, `*.tmp`, the search database, the shared log):
+Written against the files Grok Build 0.2.111 writes (`fixtures/grok/0.2.111/`, recorded from
+the real binary; `docs/agents.md` lists where the documented layout was wrong). Files read;
+everything else under the home is left alone (`auth.json`, `*.lock`, `*.tmp`, the search
+database, the shared log, `system_prompt.txt`, `terminal/`):
 
-- `active_sessions.json`: the live index, an array of `{session_id, pid, cwd, opened_at}`; one
+- `active_sessions.json`: the live index, an array (`[]` when no session is open; its entries'
+  shape `{session_id, pid, cwd, opened_at}` is the documented one, not recorded yet); one
   pid can hold several sessions. Each session becomes one `LiveIndexRead` (its own `source`), a
   session that left the array a `LiveIndexRemoved`.
 - `sessions/<encoded cwd>/<session id>/`: the session's own files, read by `grok_session`'s
@@ -24,11 +26,11 @@ from .fields import home, timestamp
 from .grok_session import (
     ChatHistoryReader,
     EventsReader,
-    MetaReader,
+    PromptContextReader,
     Shared,
     SummaryReader,
-    UpdatesReader,
 )
+from .grok_updates import MetaReader, UpdatesReader
 
 INDEX = "active_sessions.json"
 _SESSION_FILES: dict[str, FileKind] = {
@@ -36,6 +38,7 @@ _SESSION_FILES: dict[str, FileKind] = {
     "updates.jsonl": "jsonl",
     "chat_history.jsonl": "jsonl",
     "summary.json": "doc",
+    "prompt_context.json": "doc",
 }
 
 
@@ -69,14 +72,20 @@ class Grok(Defaults):
         session_id = parts[2]
         shared = self.of(session_id)
         if len(parts) == 6:
-            return MetaReader(session_id, parts[4])
+            return MetaReader(session_id, parts[4], self.mark_child)
         if parts[3] == "events.jsonl":
             return EventsReader(session_id, decode_cwd(parts[1]), shared)
         if parts[3] == "updates.jsonl":
-            return UpdatesReader(session_id, shared)
+            return UpdatesReader(session_id, shared, self.mark_child)
         if parts[3] == "summary.json":
-            return SummaryReader(session_id, shared)
+            return SummaryReader(session_id, shared, self.mark_child)
+        if parts[3] == "prompt_context.json":
+            return PromptContextReader(session_id, shared)
         return ChatHistoryReader(session_id, shared)
+
+    def mark_child(self, session_id: str) -> None:
+        """A sub-agent's own session folder: its readers read nothing more."""
+        self.of(session_id).child = True
 
     def of(self, session_id: str) -> Shared:
         found = self.shared.get(session_id)

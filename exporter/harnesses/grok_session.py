@@ -1,12 +1,15 @@
 """Grok Build's session folders: `sessions/<encoded cwd>/<session id>/`, one reader per file
 (`grok.Grok` says which file is which), and `Shared`, what the readers of one session know
-together.
+together. Shapes as Grok Build 0.2.111 writes them (`fixtures/grok/0.2.111/`):
 
-- `events.jsonl`: the phase log: turns, tool calls, status.
-- `updates.jsonl`: background tasks and the usage of each completed turn.
-- `summary.json`: cwd, kind, title, model. `chat_history.jsonl`: the first prompt (a title), the
-  model of each reply.
-- `subagents/<id>/meta.json`: a sub-agent, its type, title and how it ended.
+- `events.jsonl`: the phase log: turns (`turn_started` / `turn_ended`) and the phase.
+- `updates.jsonl` and `subagents/<id>/meta.json`: `grok_updates`'s readers.
+- `summary.json`: cwd, model, title; `session_kind: "subagent"` marks a sub-agent's own folder.
+- `prompt_context.json`: print mode or not. `chat_history.jsonl`: the first prompt.
+
+A sub-agent's own session folder (a sibling of its lead's) is not read: the lead's turn usage
+already counts its tokens, and its tool calls are its own. `Shared.child` says so, set by the
+lead's files (`subagent_spawned`, `meta.json`) or the folder's own `summary.json`.
 
 The live status is made of two files, the index (which process holds the session) and the
 phase log (what it is doing), read by different readers in any order. Both write into one
@@ -18,7 +21,7 @@ entry per session, with the latest status. The usage of a turn waits there for i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,20 +31,13 @@ from ..events import (
     LiveIndexRead,
     ModelResponded,
     SessionSeen,
-    SubagentEnded,
-    SubagentOutcome,
-    SubagentStarted,
     TitleSet,
-    TitleSource,
-    ToolCallEnded,
-    ToolCallStarted,
-    ToolOutcome,
     TurnEnded,
     TurnOutcome,
     TurnStarted,
     Usage,
 )
-from .fields import count, nonempty, timestamp, title_of
+from .fields import nonempty, timestamp, title_of
 
 _RUNNING = frozenset({"waiting_for_model", "streaming_text", "streaming_reasoning"})
 _TURN_OUTCOME: dict[str, TurnOutcome] = {
@@ -49,22 +45,9 @@ _TURN_OUTCOME: dict[str, TurnOutcome] = {
     "error": "failed",
     "cancelled": "interrupted",
 }
-_TOOL_OUTCOME: dict[str, ToolOutcome] = {
-    "success": "ok",
-    "error": "error",
-    "cancelled": "cancelled",
-}
-_SUBAGENT_OUTCOME: dict[str, SubagentOutcome] = {
-    "completed": "completed",
-    "failed": "failed",
-    "error": "failed",
-    "cancelled": "cancelled",
-    "killed": "cancelled",
-    "interrupted": "cancelled",
-}
-_CHILD_KINDS = frozenset({"subagent", "subagent_fork"})
 _QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.DOTALL)
-UPDATE_METHOD = "_x.ai/session/update"
+Marker = Callable[[str], None]
+"""Marks a session id as a sub-agent's own folder (`Grok.mark_child`)."""
 
 
 @dataclass
@@ -72,6 +55,7 @@ class Shared:
     """What the readers of one session know together (see the module docstring)."""
 
     entry: LiveIndexRead | None = None  # from the index, status left out
+    child: bool = False  # a sub-agent's own folder: not read
     turn_open: bool = False
     phase: str | None = None
     waiting_for: str | None = None
@@ -79,7 +63,11 @@ class Shared:
     tasks: dict[str, bool] = field(default_factory=dict)  # task id → running
     tasks_at: float | None = None
     model: str | None = None
-    usage: list[tuple[str, float, Usage]] = field(default_factory=list)  # waiting for a model
+    first_prompt: str | None = None
+    turn_start: float | None = None  # the last turn's, from the phase log
+    turn_end: float | None = None
+    usage: list[tuple[str, float, float | None, Usage]] = field(default_factory=list)
+    """Turn usage waiting for a model: message id, time, request time, usage."""
 
     def status(self) -> tuple[str | None, str | None, float | None]:
         """The session's status word (as `labels.live_state` reads it), reason and since when."""
@@ -119,9 +107,23 @@ class Shared:
             return []
         waiting, self.usage = self.usage, []
         return [
-            ModelResponded(session_id=session_id, at=at, message_id=mid, model=self.model, usage=u)
-            for mid, at, u in waiting
+            ModelResponded(
+                session_id=session_id,
+                at=at,
+                message_id=mid,
+                model=self.model,
+                usage=u,
+                requested_at=asked,
+            )
+            for mid, at, asked, u in waiting
         ]
+
+    def turn_usage(self, message_id: str, at: float, usage: Usage) -> list[Event]:
+        """A turn's usage (all its model calls), written just after the turn's end: it spans
+        the turn, from its start to its end when the phase log told them."""
+        end = self.turn_end if self.turn_end is not None and self.turn_end < at else at
+        self.usage.append((message_id, end, self.turn_start, usage))
+        return self.responses(message_id.split("/", 1)[0])
 
     def set_model(self, session_id: str, model: object) -> list[Event]:
         if isinstance(model, str) and model:
@@ -130,7 +132,8 @@ class Shared:
 
 
 class EventsReader:
-    """`events.jsonl`: turns, tool calls (named, no call id until they end) and the phase."""
+    """`events.jsonl`: turns and the phase (tool calls are `updates.jsonl`'s: these records
+    name the tool but not the call)."""
 
     def __init__(self, session_id: str, cwd: str | None, shared: Shared) -> None:
         self.session_id = session_id
@@ -138,13 +141,9 @@ class EventsReader:
         self.shared = shared
         self.seen = False
         self.at = 0.0
-        self.count = 0
-        self.open: dict[
-            str, list[tuple[str, bool]]
-        ] = {}  # tool name → (call id, denied), oldest first
 
     def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict):
+        if not isinstance(record, dict) or self.shared.child:
             return []
         at = timestamp(record.get("ts"))
         if at is None:
@@ -159,17 +158,12 @@ class EventsReader:
             phase = record.get("phase")
             self.shared.phase = phase if isinstance(phase, str) else None
             self.shared.phase_at = self.at
-        elif kind == "tool_started":
-            events += self._tool_started(record)
-        elif kind == "permission_requested":
+        elif kind in ("tool_started", "permission_requested"):
             self.shared.waiting_for = nonempty(record.get("tool_name")) or self.shared.waiting_for
-        elif kind == "permission_resolved":
-            self._resolved(record)
-        elif kind == "tool_completed":
-            events += self._tool_completed(record)
         elif kind == "turn_ended":
             outcome = record.get("outcome")
             self.shared.turn_open, self.shared.phase, self.shared.phase_at = False, None, self.at
+            self.shared.turn_end = self.at
             events.append(
                 TurnEnded(
                     session_id=self.session_id,
@@ -193,8 +187,8 @@ class EventsReader:
             )
         events += self.shared.set_model(self.session_id, model)
         self.shared.turn_open, self.shared.phase, self.shared.phase_at = True, None, self.at
+        self.shared.turn_start, self.shared.turn_end = self.at, None
         self.shared.waiting_for = None
-        self.open.clear()
         turn = record.get("turn_number")
         events.append(
             TurnStarted(
@@ -205,113 +199,55 @@ class EventsReader:
         )
         return events
 
-    def _tool_started(self, record: Mapping[str, Any]) -> list[Event]:
-        tool = nonempty(record.get("tool_name"))
-        if tool is None:
-            return []
-        self.count += 1
-        call_id = f"{self.session_id}/tool/{self.count}@{record.get('ts')}"
-        self.open.setdefault(tool, []).append((call_id, False))
-        self.shared.waiting_for = tool
-        return [ToolCallStarted(session_id=self.session_id, at=self.at, call_id=call_id, tool=tool)]
-
-    def _resolved(self, record: Mapping[str, Any]) -> None:
-        decision, tool = record.get("decision"), nonempty(record.get("tool_name"))
-        waiting = self.open.get(tool or "")
-        if waiting and not (isinstance(decision, str) and decision.startswith("allow")):
-            waiting[-1] = (waiting[-1][0], True)  # assumed: any other decision denies the tool
-        if self.shared.phase == "permission_prompt":
-            self.shared.phase, self.shared.phase_at = "tool_execution", self.at
-
-    def _tool_completed(self, record: Mapping[str, Any]) -> list[Event]:
-        waiting = self.open.get(nonempty(record.get("tool_name")) or "")
-        if not waiting:
-            return []
-        call_id, denied = waiting.pop(0)
-        raw = record.get("outcome")
-        outcome = _TOOL_OUTCOME.get(raw if isinstance(raw, str) else "", "error")
-        return [
-            ToolCallEnded(
-                session_id=self.session_id,
-                at=self.at,
-                call_id=call_id,
-                outcome="rejected" if denied else outcome,
-            )
-        ]
-
-
-class UpdatesReader:
-    """`updates.jsonl`: only its `_x.ai/session/update` rows: background tasks, turn usage."""
-
-    def __init__(self, session_id: str, shared: Shared) -> None:
-        self.session_id = session_id
-        self.shared = shared
-
-    def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict) or record.get("method") != UPDATE_METHOD:
-            return []
-        params = record.get("params")
-        update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict):
-            return []
-        at = timestamp(record.get("timestamp"))
-        kind = nonempty(update.get("sessionUpdate"))
-        if kind == "turn_completed":
-            return self._usage(update, at)
-        before = self.shared.status()
-        if kind == "background_tasks" and isinstance(update.get("tasks"), list):
-            self.shared.tasks = {
-                task["task_id"]: task.get("status") == "running"
-                for task in update["tasks"]
-                if isinstance(task, dict) and isinstance(task.get("task_id"), str)
-            }
-            self.shared.tasks_at = at
-        elif kind == "task_completed":
-            snapshot = update.get("task_snapshot")
-            task_id = snapshot.get("task_id") if isinstance(snapshot, dict) else None
-            if isinstance(task_id, str):
-                self.shared.tasks[task_id] = False
-                self.shared.tasks_at = at
-        return self.shared.live() if self.shared.status() != before else []
-
-    def _usage(self, update: Mapping[str, Any], at: float | None) -> list[Event]:
-        usage, prompt = update.get("usage"), update.get("prompt_id")
-        if not isinstance(usage, dict) or not isinstance(prompt, str) or at is None:
-            return []
-        counted = Usage(
-            input=count(usage.get("inputTokens")), output=count(usage.get("outputTokens"))
-        )
-        self.shared.usage.append((f"{self.session_id}/{prompt}", at, counted))
-        return self.shared.responses(self.session_id)
-
 
 class SummaryReader:
-    """`summary.json`, rewritten as the session goes: cwd, kind, model, title."""
+    """`summary.json`, rewritten as the session goes: cwd, model, title."""
 
-    def __init__(self, session_id: str, shared: Shared) -> None:
+    def __init__(self, session_id: str, shared: Shared, mark_child: Marker) -> None:
         self.session_id = session_id
         self.shared = shared
+        self.mark_child = mark_child
 
     def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict) or record.get("session_kind") in _CHILD_KINDS:
+        if not isinstance(record, dict):
+            return []
+        if record.get("session_kind") in ("subagent", "subagent_fork"):
+            self.mark_child(self.session_id)
+        if self.shared.child:
             return []
         info = record.get("info")
         cwd = info.get("cwd") if isinstance(info, dict) else None
-        kind: Kind = "headless" if record.get("session_kind") == "headless" else "interactive"
         model = nonempty(record.get("current_model_id"))
         events: list[Event] = []
         at = timestamp(record.get("created_at"))
         if at is not None:
             events.append(
-                SessionSeen(
-                    session_id=self.session_id, at=at, cwd=nonempty(cwd), kind=kind, model=model
-                )
+                SessionSeen(session_id=self.session_id, at=at, cwd=nonempty(cwd), model=model)
             )
         title = nonempty(record.get("generated_title"))
-        if title is not None:
-            source: TitleSource = "user" if record.get("title_is_manual") is True else "harness"
-            events.append(TitleSet(session_id=self.session_id, title=title, source=source))
+        if title is not None and title != self.shared.first_prompt:  # else the prompt's title
+            events.append(TitleSet(session_id=self.session_id, title=title, source="harness"))
         return events + self.shared.set_model(self.session_id, model)
+
+
+class PromptContextReader:
+    """`prompt_context.json`: whether the session runs in print mode (`is_non_interactive`)."""
+
+    def __init__(self, session_id: str, shared: Shared) -> None:
+        self.session_id = session_id
+        self.shared = shared
+
+    def feed(self, record: object) -> list[Event]:
+        if not isinstance(record, dict) or self.shared.child:
+            return []
+        at, headless = (
+            timestamp(record.get("build_timestamp_utc")),
+            record.get("is_non_interactive"),
+        )
+        if at is None or not isinstance(headless, bool):
+            return []
+        kind: Kind = "headless" if headless else "interactive"
+        return [SessionSeen(session_id=self.session_id, at=at, kind=kind)]
 
 
 class ChatHistoryReader:
@@ -323,7 +259,7 @@ class ChatHistoryReader:
         self.titled = False
 
     def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict):
+        if not isinstance(record, dict) or self.shared.child:
             return []
         if record.get("type") == "assistant":
             return self.shared.set_model(self.session_id, record.get("model_id"))
@@ -334,6 +270,7 @@ class ChatHistoryReader:
             return []
         self.titled = True
         title = title_of(prompt)
+        self.shared.first_prompt = prompt
         return [TitleSet(session_id=self.session_id, title=title, source="prompt")]
 
 
@@ -351,38 +288,3 @@ def _prompt(record: Mapping[str, Any]) -> str | None:
     if not text.strip() or text.lstrip().startswith("<system-reminder>"):
         return None
     return text
-
-
-class MetaReader:
-    """`subagents/<id>/meta.json`: rewritten as the sub-agent runs and when it ends."""
-
-    def __init__(self, session_id: str, subagent_id: str) -> None:
-        self.session_id = session_id
-        self.subagent_id = subagent_id
-
-    def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict):
-            return []
-        started = timestamp(record.get("started_at"))
-        events: list[Event] = [
-            SubagentStarted(
-                session_id=self.session_id,
-                at=started,
-                subagent_id=self.subagent_id,
-                subagent_type=nonempty(record.get("subagent_type")) or "general-purpose",
-                title=nonempty(record.get("description")),
-            )
-        ]
-        ended = timestamp(record.get("completed_at"))
-        status = record.get("status")
-        outcome = _SUBAGENT_OUTCOME.get(status if isinstance(status, str) else "")
-        if ended is not None and outcome is not None:
-            events.append(
-                SubagentEnded(
-                    session_id=self.session_id,
-                    at=ended,
-                    subagent_id=self.subagent_id,
-                    outcome=outcome,
-                )
-            )
-        return events

@@ -1,0 +1,186 @@
+"""Grok Build's `updates.jsonl` (one session's ACP update stream, as 0.2.111 writes it): its
+`session/update` and `_x.ai/session/update` rows: tool calls (`tool_call` /
+`tool_call_update`, by `toolCallId`), the usage of each completed turn (`turn_completed`: the
+lead's counts its sub-agents' too), an API error that ended the retries (`retry_state` of type
+`failed`), sub-agents spawned (their own folders are then not read), background tasks; and
+`subagents/<id>/meta.json`, a sub-agent of the session: its type, title and how it ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..events import (
+    Event,
+    ModelFailed,
+    SubagentEnded,
+    SubagentOutcome,
+    SubagentStarted,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolOutcome,
+    Usage,
+)
+from .fields import count, nonempty, timestamp
+from .grok_session import Marker, Shared
+
+_ENDED_TOOL = frozenset({"completed", "failed"})
+_SUBAGENT_OUTCOME: dict[str, SubagentOutcome] = {
+    "completed": "completed",
+    "failed": "failed",
+    "error": "failed",
+    "cancelled": "cancelled",
+    "killed": "cancelled",
+    "interrupted": "cancelled",
+}
+UPDATE_METHODS = frozenset({"_x.ai/session/update", "session/update"})
+
+
+class UpdatesReader:
+    """`updates.jsonl`: its `session/update` and `_x.ai/session/update` rows."""
+
+    def __init__(self, session_id: str, shared: Shared, mark_child: Marker) -> None:
+        self.session_id = session_id
+        self.shared = shared
+        self.mark_child = mark_child
+        self.calls: dict[str, bool] = {}  # tool call id → ended
+
+    def feed(self, record: object) -> list[Event]:
+        if not isinstance(record, dict) or record.get("method") not in UPDATE_METHODS:
+            return []
+        params = record.get("params")
+        update = params.get("update") if isinstance(params, dict) else None
+        if not isinstance(update, dict) or not isinstance(params, dict) or self.shared.child:
+            return []
+        at = _update_time(record, params)
+        kind = nonempty(update.get("sessionUpdate"))
+        if at is None or kind is None:
+            return []
+        if kind == "subagent_spawned":
+            child = nonempty(update.get("child_session_id"))
+            if child is not None:
+                self.mark_child(child)
+            return []
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            return handler(self, update, at)
+        return self._tasks(kind, update, at)
+
+    def _tool_call(self, update: Mapping[str, Any], at: float) -> list[Event]:
+        call_id, tool = nonempty(update.get("toolCallId")), _tool_name(update)
+        if call_id is None or tool is None or call_id in self.calls:
+            return []
+        self.calls[call_id] = False
+        return [ToolCallStarted(session_id=self.session_id, at=at, call_id=call_id, tool=tool)]
+
+    def _tool_update(self, update: Mapping[str, Any], at: float) -> list[Event]:
+        call_id, status = nonempty(update.get("toolCallId")), update.get("status")
+        if call_id is None or status not in _ENDED_TOOL or self.calls.get(call_id) is not False:
+            return []
+        self.calls[call_id] = True
+        output = update.get("rawOutput")
+        code = output.get("exit_code") if isinstance(output, dict) else None
+        failed = status == "failed" or (isinstance(code, int) and code != 0)
+        outcome: ToolOutcome = "error" if failed else "ok"
+        return [ToolCallEnded(session_id=self.session_id, at=at, call_id=call_id, outcome=outcome)]
+
+    def _usage(self, update: Mapping[str, Any], at: float) -> list[Event]:
+        usage, prompt = update.get("usage"), update.get("prompt_id")
+        if not isinstance(usage, dict) or not isinstance(prompt, str):
+            return []
+        cached = count(usage.get("cachedReadTokens"))
+        counted = Usage(
+            input=max(count(usage.get("inputTokens")) - cached, 0),
+            output=count(usage.get("outputTokens")),
+            cache_read=cached,
+            reasoning=count(usage.get("reasoningTokens")),
+        )
+        return self.shared.turn_usage(f"{self.session_id}/{prompt}", at, counted)
+
+    def _retry(self, update: Mapping[str, Any], at: float) -> list[Event]:
+        if update.get("type") != "failed":
+            return []  # a retry still under way
+        error = nonempty(update.get("error_type")) or "error"
+        return [
+            ModelFailed(session_id=self.session_id, at=at, error=error, model=self.shared.model)
+        ]
+
+    def _tasks(self, kind: str, update: Mapping[str, Any], at: float) -> list[Event]:
+        """Background tasks (the documented shapes; not recorded yet)."""
+        before = self.shared.status()
+        if kind == "background_tasks" and isinstance(update.get("tasks"), list):
+            self.shared.tasks = {
+                task["task_id"]: task.get("status") == "running"
+                for task in update["tasks"]
+                if isinstance(task, dict) and isinstance(task.get("task_id"), str)
+            }
+            self.shared.tasks_at = at
+        elif kind == "task_completed":
+            snapshot = update.get("task_snapshot")
+            task_id = snapshot.get("task_id") if isinstance(snapshot, dict) else None
+            if isinstance(task_id, str):
+                self.shared.tasks[task_id] = False
+                self.shared.tasks_at = at
+        return self.shared.live() if self.shared.status() != before else []
+
+
+_HANDLERS: dict[str, Callable[[UpdatesReader, Mapping[str, Any], float], list[Event]]] = {
+    "tool_call": UpdatesReader._tool_call,
+    "tool_call_update": UpdatesReader._tool_update,
+    "turn_completed": UpdatesReader._usage,
+    "retry_state": UpdatesReader._retry,
+}
+
+
+def _update_time(record: Mapping[str, Any], params: Mapping[str, Any]) -> float | None:
+    """The row's time: `_meta.agentTimestampMs` (milliseconds), else `timestamp` (seconds)."""
+    meta = params.get("_meta")
+    ms = meta.get("agentTimestampMs") if isinstance(meta, dict) else None
+    if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0:
+        return ms / 1000
+    return timestamp(record.get("timestamp"))
+
+
+def _tool_name(update: Mapping[str, Any]) -> str | None:
+    meta = update.get("_meta")
+    tool = meta.get("x.ai/tool") if isinstance(meta, dict) else None
+    name = tool.get("name") if isinstance(tool, dict) else None
+    return nonempty(name) or nonempty(update.get("title"))
+
+
+class MetaReader:
+    """`subagents/<id>/meta.json`: rewritten as the sub-agent runs and when it ends."""
+
+    def __init__(self, session_id: str, subagent_id: str, mark_child: Marker) -> None:
+        self.session_id = session_id
+        self.subagent_id = subagent_id
+        self.mark_child = mark_child
+
+    def feed(self, record: object) -> list[Event]:
+        if not isinstance(record, dict):
+            return []
+        self.mark_child(nonempty(record.get("child_session_id")) or self.subagent_id)
+        started = timestamp(record.get("started_at"))
+        events: list[Event] = [
+            SubagentStarted(
+                session_id=self.session_id,
+                at=started,
+                subagent_id=self.subagent_id,
+                subagent_type=nonempty(record.get("subagent_type")) or "general-purpose",
+                title=nonempty(record.get("description")),
+            )
+        ]
+        ended = timestamp(record.get("completed_at"))
+        status = record.get("status")
+        outcome = _SUBAGENT_OUTCOME.get(status if isinstance(status, str) else "")
+        if ended is not None and outcome is not None:
+            events.append(
+                SubagentEnded(
+                    session_id=self.session_id,
+                    at=ended,
+                    subagent_id=self.subagent_id,
+                    outcome=outcome,
+                )
+            )
+        return events
