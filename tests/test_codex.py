@@ -30,6 +30,7 @@ from exporter.events import (
 from exporter.harnesses.codex import Codex, IndexReader
 from exporter.harnesses.codex_rollout import RolloutReader
 from exporter.runtime.engine import Engine, Source
+from exporter.sources.holders import HeldSessions
 from exporter.state.health import Stats
 from exporter.state.state import State, tool_label
 from exporter.web.views import session_rows
@@ -307,6 +308,38 @@ def test_a_compaction_read_twice_counts_once(tmp_path: Path) -> None:
             {("codex",): 1},
             tokens,
         )
+
+
+def test_two_threads_written_at_once_are_two_running_sessions_in_their_own_dirs() -> None:
+    live = V171 / "two-threads" / "home-live" / ".codex"  # copied while both processes ran
+    facts = {s["session_id"]: s for s in expected(V171 / "two-threads")["home_live"]["sessions"]}
+    pids = {thread: fact["writer_lock"][0]["pid"] for thread, fact in facts.items()}
+    assert len(set(pids.values())) == 2  # /proc/locks then: one codex exec per thread
+
+    def find(paths: Any, names: Any) -> dict[Path, list[tuple[int, float]]]:
+        return {p: [(pids[p.name[-42:-6]], 0.0)] for p in paths if p.name[-42:-6] in pids}
+
+    state = State()
+    Engine([Source(Codex(), live, HeldSessions(("codex",), find))], state, Stats()).catch_up()
+    latest = max(s.updated_at or 0.0 for s in state.sessions.values())
+    state.refresh(latest, lambda pid: 0.0 if pid in pids.values() else None)
+    assert {key[1]: (state.status(key, e)[0], e.pid) for key, e in state.live.items()} == {
+        thread: ("running", pid) for thread, pid in pids.items()
+    }
+    assert {k[1]: s.cwd for k, s in state.sessions.items()} == {
+        thread: fact["cwd"] for thread, fact in facts.items()
+    }  # shop-api and shop-web
+
+
+def test_a_child_whose_model_call_fails_ends_failed_and_its_parent_goes_on() -> None:
+    (sub,) = expected(V171 / "subagent-fails")["sessions"][0]["subagents"]
+    assert sub["state"] == "failed" and sub["messages"] == 0
+    events = feed(RolloutReader(sub["id"]), rollout("subagent-fails", sub["id"]))
+    (failed,) = [e for e in events if isinstance(e, ModelFailed)]
+    assert (failed.session_id, failed.subagent_id) == (sub["parent"], sub["id"])
+    assert [e.outcome for e in events if isinstance(e, SubagentEnded)] == ["failed"]
+    parent = feed(RolloutReader(sub["parent"]), rollout("subagent-fails", sub["parent"]))
+    assert [e.outcome for e in parent if isinstance(e, TurnEnded)] == ["completed"]
 
 
 def test_namespaced_spawn_links_the_call_to_the_child_thread() -> None:
