@@ -167,6 +167,25 @@ def test_a_session_that_left_the_index_is_not_live(tmp_path: Path) -> None:
     assert ("grok", sid) not in state.live
 
 
+def test_a_tracked_print_run_is_live_while_its_command_runs() -> None:
+    """`GROK_TRACK_HEADLESS=1`: the print run lists itself in the index; the copy taken while
+    its `sleep 3` ran reads running under the run's pid, the final files no longer live."""
+    scenario = RECORDED / "tracked-live"
+    facts = json.loads((scenario / "expected.json").read_text())["live_copy"]
+    (listed,) = json.loads((scenario / "home-live/.grok/active_sessions.json").read_text())
+    assert listed["pid"] == facts["pid"] and facts["turn_open"] and facts["tool_calls_running"]
+    opened, key = timestamp(listed["opened_at"]) or 0.0, ("grok", listed["session_id"])
+    started = opened - 0.2  # the process started just before it opened its session
+    state = State()
+    Engine([Source(Grok(), scenario / "home-live/.grok")], state).catch_up()
+    state.refresh(opened + 1, lambda pid: started if pid == facts["pid"] else None)
+    assert state.status(key, state.live[key])[0] == facts["state"]
+    after = State()
+    Engine([Source(Grok(), scenario / "home/.grok")], after).catch_up()
+    after.refresh(opened + 10, lambda pid: None)
+    assert key not in after.live and after.session(*key).turns["completed"] == 1
+
+
 def recorded(scenario: str, name: str, session: int = 0) -> list[dict[str, Any]]:
     """The records of one file of a recorded session (`session`: by id order)."""
     folders = sorted((FIXTURES / "grok" / "0.2.111" / scenario).glob("home/.grok/sessions/*/*/"))
