@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from exporter.state.state import State
 from .conftest import expected, scenario_id, scenarios
 
 TIMELINES = [s for s in scenarios() if "index_states" in expected(s)]
+TWO_PROCESSES = [s for s in scenarios() if "index_states_by_file" in expected(s)]
 
 
 def word(state: str) -> str:
@@ -27,13 +29,46 @@ def word(state: str) -> str:
 
 @pytest.mark.parametrize("scenario", TIMELINES, ids=scenario_id)
 def test_replayed_index_gives_the_recorded_states(scenario: Path, tmp_path: Path) -> None:
+    seen: list[str] = []
+    for engine in _replayed(scenario, tmp_path):
+        for entry in engine.state.live.values():
+            state = live_state(entry.status) + (f":{entry.reason}" if entry.reason else "")
+            if state != "unknown" and (not seen or seen[-1] != state):
+                seen.append(state)
+    assert seen == [word(s) for s in expected(scenario)["index_states"]]
+
+
+@pytest.mark.parametrize("scenario", TWO_PROCESSES, ids=scenario_id)
+def test_two_processes_at_once_each_give_their_recorded_states(
+    scenario: Path, tmp_path: Path
+) -> None:
+    """Two TUIs in one project (recorded): one waits on its permission prompt while the other
+    runs, and each live session shows its own state."""
+    seen: dict[str, list[str]] = {}
+    together: set[tuple[str, ...]] = set()
+    for engine in _replayed(scenario, tmp_path):
+        now = []
+        for entry in engine.state.live.values():
+            state = live_state(entry.status) + (f":{entry.reason}" if entry.reason else "")
+            mine = seen.setdefault(entry.source.removeprefix("sessions/"), [])
+            if state != "unknown" and (not mine or mine[-1] != state):
+                mine.append(state)
+            now.append(state)
+        together.add(tuple(sorted(now)))
+    wanted = expected(scenario)["index_states_by_file"]
+    assert seen == {name: [word(s) for s in states] for name, states in wanted.items()}
+    assert ("needs_user:permission prompt", "running") in together
+
+
+def _replayed(scenario: Path, tmp_path: Path) -> Iterator[Engine]:
+    """The engine after each recorded rewrite of the live index, its processes alive; at the
+    end none is left, and no work stays open."""
     shutil.copytree(scenario / "home" / "projects", tmp_path / "projects")
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     engine = Engine([Source(ClaudeCode(), tmp_path)], State(), Stats())
     engine.catch_up()
     started: dict[int, float] = {}
-    seen: list[str] = []
     for line in (scenario / "index-timeline.jsonl").read_text().splitlines():
         change = json.loads(line)
         path = sessions / change["file"]
@@ -44,11 +79,7 @@ def test_replayed_index_gives_the_recorded_states(scenario: Path, tmp_path: Path
             started[change["doc"]["pid"]] = change["doc"]["startedAt"] / 1000
         engine.changed([path])
         engine.state.refresh(2e9, started.get)
-        for entry in engine.state.live.values():
-            state = live_state(entry.status) + (f":{entry.reason}" if entry.reason else "")
-            if state != "unknown" and (not seen or seen[-1] != state):
-                seen.append(state)
-    assert seen == [word(s) for s in expected(scenario)["index_states"]]
+        yield engine
     engine.state.refresh(2e9, lambda pid: None)  # the recording is over: no process is left
     assert engine.state.live == {}
     for session in engine.state.sessions.values():
