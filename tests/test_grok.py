@@ -1,6 +1,6 @@
 """Grok Build: one test per behaviour of each file kind, on records Grok Build 0.2.111 wrote
-(`fixtures/grok/0.2.111/`); the live index diffed per session and liveness from pid +
-registration time (the index entries' shape is the documented one: no entry was recorded)."""
+(`fixtures/grok/0.2.111/`); the live index diffed per session; liveness from pid + registration
+time, replayed on the homes copied while Grok ran (running, needs_user, idle) and after (gone)."""
 
 from __future__ import annotations
 
@@ -117,73 +117,76 @@ def test_entries_without_proof_are_left_out() -> None:
     assert IndexReader(Grok()).feed(bad) == []
 
 
-def waiting_home(tmp_path: Path) -> tuple[Path, str, float]:
-    """The recorded `shell` session cut at its permission prompt, listed in an index entry of
-    the documented shape under pid 37000: its home, session id and registration time."""
-    home = tmp_path / ".grok"
-    shutil.copytree(RECORDED / "shell" / "home" / ".grok", home)
-    (events,) = home.glob("sessions/*/*/events.jsonl")
-    lines = events.read_text().splitlines(keepends=True)
-    cut = next(i for i, line in enumerate(lines) if '"permission_prompt"' in line)
-    events.write_text("".join(lines[: cut + 1]))
-    (events.parent / "updates.jsonl").write_text("")
-    summary = json.loads((events.parent / "summary.json").read_text())
-    session_id, opened = summary["info"]["id"], summary["created_at"]
-    entry = {"session_id": session_id, "pid": 37000, "cwd": "/home/user/work/shop-api"}
-    (home / "active_sessions.json").write_text(json.dumps([{**entry, "opened_at": opened}]))
-    return home, session_id, timestamp(opened) or 0.0
+def copied(scenario: str, copy: str) -> tuple[Path, dict[str, Any], tuple[str, str], float]:
+    """A home copied while the agent ran: its folder, its expected facts, the listed session's
+    key and when the index says it was opened."""
+    home = RECORDED / scenario / copy / ".grok"
+    facts = json.loads((RECORDED / scenario / "expected.json").read_text())["live_copies"][copy]
+    (listed,) = json.loads((home / "active_sessions.json").read_text())
+    assert listed["pid"] == facts["pid"]  # the index lists the agent's own process
+    return home, facts, ("grok", listed["session_id"]), timestamp(listed["opened_at"]) or 0.0
 
 
-def state_of(home: Path, opened: float, start: float) -> State:
+def live_state(home: Path, pid: int, started: float, now: float) -> State:
+    """`home` read once, `pid` running since `started`, refreshed at `now`."""
     state = State()
     Engine([Source(Grok(), home)], state).catch_up()
-    state.refresh(opened + 60, lambda pid: start if pid == 37000 else None)
+    state.refresh(now, lambda p: started if p == pid else None)
     return state
 
 
-def test_live_session_waits_at_the_permission_prompt(tmp_path: Path) -> None:
-    home, sid, opened = waiting_home(tmp_path)
-    state = state_of(home, opened, opened - 1)
-    holder = state.live[("grok", sid)]
-    assert state.status(("grok", sid), holder)[:2] == ("needs_user", "run_terminal_command")
-    assert state.session("grok", sid).turn_open_at is not None
+def test_a_tracked_print_run_is_live_while_its_command_runs() -> None:
+    """`GROK_TRACK_HEADLESS=1`: the print run lists itself; the copy taken while its `sleep 3`
+    ran reads running under the run's pid."""
+    home, facts, key, opened = copied("tracked-live", "home-live")
+    state = live_state(home, facts["pid"], opened - 0.2, opened + 1)
+    assert facts["turn_open"] and facts["tool_calls_open"]
+    assert state.status(key, state.live[key])[0] == facts["state"] == "running"
 
 
-def test_opened_at_before_the_process_start_is_stale(tmp_path: Path) -> None:
-    home, sid, opened = waiting_home(tmp_path)
-    state = state_of(home, opened, opened + 3600)  # pid 37000 now belongs to a later process
-    assert ("grok", sid) not in state.live
-    assert state.session("grok", sid).turns["interrupted"] == 1
+def test_the_tui_waits_for_you_at_its_permission_prompt() -> None:
+    home, facts, key, opened = copied("tui-permission", "home-live")
+    state = live_state(home, facts["pid"], opened - 0.2, opened + 1)
+    assert state.status(key, state.live[key])[:2] == (facts["state"], "run_terminal_command")
+    assert facts["state"] == "needs_user" and state.session(*key).turn_open_at is not None
+
+
+def test_the_tui_idles_between_turns() -> None:
+    home, facts, key, opened = copied("tui-permission", "home-idle")
+    state = live_state(home, facts["pid"], opened - 0.2, opened + 5)
+    assert state.status(key, state.live[key])[0] == facts["state"] == "idle"
+    assert state.session(*key).turns["completed"] == 1
+
+
+def test_a_session_gone_from_the_index_is_not_live() -> None:
+    """The final files (`[]` in the index after the run) with the same pid still running."""
+    for scenario in ("tracked-live", "tui-permission"):
+        _, facts, key, opened = copied(scenario, "home-live")
+        home = RECORDED / scenario / "home" / ".grok"
+        state = live_state(home, facts["pid"], opened - 0.2, opened + 10)
+        assert key not in state.live and state.session(*key).turns["completed"] == 1
+
+
+def test_opened_at_before_the_process_start_is_stale() -> None:
+    home, facts, key, opened = copied("tui-permission", "home-live")
+    state = live_state(home, facts["pid"], opened + 3600, opened + 3660)  # a recycled pid
+    assert key not in state.live
+    assert state.session(*key).turns["interrupted"] == 1
 
 
 def test_a_session_that_left_the_index_is_not_live(tmp_path: Path) -> None:
-    home, sid, opened = waiting_home(tmp_path)
+    copy, _, key, opened = copied("tui-permission", "home-live")
+    home = tmp_path / ".grok"
+    shutil.copytree(copy, home)
     state = State()
     engine = Engine([Source(Grok(), home)], state)
     engine.catch_up()
+    state.refresh(opened + 1, lambda pid: opened - 0.2)
+    assert key in state.live
     (home / "active_sessions.json").write_text("[]")  # as Grok leaves it when the session ends
     engine.changed([home / "active_sessions.json"])
-    state.refresh(opened + 60, lambda pid: opened)
-    assert ("grok", sid) not in state.live
-
-
-def test_a_tracked_print_run_is_live_while_its_command_runs() -> None:
-    """`GROK_TRACK_HEADLESS=1`: the print run lists itself in the index; the copy taken while
-    its `sleep 3` ran reads running under the run's pid, the final files no longer live."""
-    scenario = RECORDED / "tracked-live"
-    facts = json.loads((scenario / "expected.json").read_text())["live_copy"]
-    (listed,) = json.loads((scenario / "home-live/.grok/active_sessions.json").read_text())
-    assert listed["pid"] == facts["pid"] and facts["turn_open"] and facts["tool_calls_running"]
-    opened, key = timestamp(listed["opened_at"]) or 0.0, ("grok", listed["session_id"])
-    started = opened - 0.2  # the process started just before it opened its session
-    state = State()
-    Engine([Source(Grok(), scenario / "home-live/.grok")], state).catch_up()
-    state.refresh(opened + 1, lambda pid: started if pid == facts["pid"] else None)
-    assert state.status(key, state.live[key])[0] == facts["state"]
-    after = State()
-    Engine([Source(Grok(), scenario / "home/.grok")], after).catch_up()
-    after.refresh(opened + 10, lambda pid: None)
-    assert key not in after.live and after.session(*key).turns["completed"] == 1
+    state.refresh(opened + 60, lambda pid: opened - 0.2)
+    assert key not in state.live
 
 
 def recorded(scenario: str, name: str, session: int = 0) -> list[dict[str, Any]]:
