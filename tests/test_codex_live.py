@@ -1,20 +1,29 @@
-"""Codex writes no live index: a thread is live while a Codex process holds its rollout open.
-Real processes, real /proc, a recorded rollout replayed as if it were being written now."""
+"""Codex writes no live index: a thread is live while a process holds its writer lock
+(`thread-writer-locks/<thread>.lock`, found in /proc/locks), or, without a lock file, while a
+Codex process holds its rollout open. Real processes, real flocks, real /proc, a recorded
+rollout replayed as if it were being written now."""
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
+import os
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from exporter.events import LiveIndexRead
 from exporter.harnesses.codex import Codex
 from exporter.runtime.engine import Engine, Source
+from exporter.sources.holders import HeldSessions, Holder
+from exporter.sources.locks import by_writer_lock, file_key, lock_table, read_locks
 from exporter.sources.processes import process_start
 from exporter.state.health import Stats
 from exporter.state.state import HELD_QUIET, State
@@ -110,3 +119,156 @@ def test_a_quiet_held_session_is_not_live() -> None:
     assert set(state.live) == {("codex", "t1")}
     state.refresh(1000.0 + HELD_QUIET, lambda pid: 0.0)
     assert state.live == {}
+
+
+# -- the writer lock ---------------------------------------------------------------------------
+
+LOCK = (
+    "import fcntl,sys,time; f=open(sys.argv[1],'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+    "print('locked', flush=True); time.sleep(60)"
+)
+
+
+@pytest.fixture
+def lock(tmp_path: Path, rollout: tuple[Path, list[str]]) -> Path:
+    """The rollout's writer lock file, as Codex 0.171 makes it (empty)."""
+    path = tmp_path / "codex" / "thread-writer-locks" / f"{rollout[0].name[-42:-6]}.lock"
+    path.parent.mkdir()
+    path.touch()
+    return path
+
+
+def locking(path: Path) -> subprocess.Popen[bytes]:
+    """A process (not named codex, holding no rollout) with an exclusive flock on `path`."""
+    process = subprocess.Popen([sys.executable, "-c", LOCK, str(path)], stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"locked\n"
+    return process
+
+
+def killed(process: subprocess.Popen[bytes]) -> None:
+    process.kill()  # SIGKILL: no clean exit, the lock file stays
+    process.wait()
+    assert process.stdout is not None
+    process.stdout.close()
+
+
+def scanless(tmp_path: Path, scans: list[Path]) -> Source:
+    """Codex's source whose open-file scan (the fallback) only notes what it was asked."""
+
+    def scan(paths: Collection[Path], names: Iterable[str]) -> dict[Path, list[Holder]]:
+        scans.extend(paths)
+        return {}
+
+    home = tmp_path / "codex"
+    find = by_writer_lock(home, Codex().writer_lock, fallback=scan)
+    return Source(Codex(), home, HeldSessions(Codex.holder_names, find))
+
+
+def test_the_writer_lock_holder_makes_the_thread_live_without_a_scan(
+    tmp_path: Path, lock: Path
+) -> None:
+    writer = locking(lock)
+    try:
+        scans: list[Path] = []
+        state = State()
+        Engine([scanless(tmp_path, scans)], state, Stats()).catch_up()
+        state.refresh(time.time(), process_start)
+        ((key, entry),) = state.live.items()
+        assert (entry.pid, state.status(key, entry)[0]) == (writer.pid, "running")
+        assert scans == []  # the lock answered: no process's open files were looked at
+    finally:
+        killed(writer)
+
+
+def test_the_writer_lock_is_found_by_the_default_source(tmp_path: Path, lock: Path) -> None:
+    writer = locking(lock)
+    try:
+        state = State()
+        Engine([Source(Codex(), tmp_path / "codex")], state, Stats()).catch_up()
+        state.refresh(time.time(), process_start)
+        assert [e.pid for e in state.live.values()] == [writer.pid]
+    finally:
+        killed(writer)
+
+
+def test_a_stale_lock_of_a_killed_writer_is_not_live(tmp_path: Path, lock: Path) -> None:
+    killed(locking(lock))
+    assert lock.exists()  # what a SIGKILLed Codex leaves behind
+    key = file_key(lock)
+    assert key is not None and key not in (read_locks() or {})  # the kernel let go of it
+    scans: list[Path] = []
+    state = State()
+    Engine([scanless(tmp_path, scans)], state, Stats()).catch_up()
+    state.refresh(time.time(), process_start)
+    assert state.live == {} and scans == []  # the lock file answers: nobody writes the thread
+
+
+def test_a_writer_killed_while_live_ends_the_session(tmp_path: Path, lock: Path) -> None:
+    writer = locking(lock)
+    state = State()
+    engine = Engine([Source(Codex(), tmp_path / "codex")], state, Stats())
+    engine.catch_up()
+    state.refresh(time.time(), process_start)
+    assert len(state.live) == 1
+    killed(writer)
+    state.refresh(time.time(), process_start)
+    assert state.live == {}
+    (rollout,) = (tmp_path / "codex" / "sessions").rglob("*.jsonl")
+    engine.changed([rollout])  # probed again: the stale lock holds nobody
+    state.refresh(time.time(), process_start)
+    assert state.live == {} and state.entries == {}
+
+
+def test_without_a_lock_file_the_open_file_scan_decides(
+    tmp_path: Path, rollout: tuple[Path, list[str]]
+) -> None:
+    scans: list[Path] = []
+    Engine([scanless(tmp_path, scans)], State(), Stats()).catch_up()
+    assert scans == [rollout[0]]  # an older Codex, or a thread written without a lock
+
+
+def test_with_locks_written_a_thread_without_its_lock_file_has_no_writer(
+    tmp_path: Path, rollout: tuple[Path, list[str]]
+) -> None:
+    (tmp_path / "codex" / "thread-writer-locks").mkdir()  # this Codex writes locks
+    scans: list[Path] = []
+    state = State()
+    Engine([scanless(tmp_path, scans)], state, Stats()).catch_up()
+    state.refresh(time.time(), process_start)
+    assert state.live == {} and scans == []  # removed at a clean exit: nobody writes it
+
+
+def test_the_lock_file_is_never_opened(
+    tmp_path: Path, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = locking(lock)
+    try:
+        real_open, real_os_open = io.open, os.open
+
+        def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
+            assert "thread-writer-locks" not in str(path), "the lock file was opened"
+            return real_open(path, *args, **kwargs)
+
+        def os_guarded(path: Any, *args: Any, **kwargs: Any) -> int:
+            assert "thread-writer-locks" not in str(path), "the lock file was opened"
+            return real_os_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(io, "open", guarded)
+        monkeypatch.setattr(builtins, "open", guarded)
+        monkeypatch.setattr(os, "open", os_guarded)
+        find = by_writer_lock(tmp_path / "codex", Codex().writer_lock)
+        (rollout,) = (tmp_path / "codex" / "sessions").rglob("*.jsonl")
+        assert [pid for pid, _ in find([rollout], ("codex",))[rollout]] == [writer.pid]
+    finally:
+        monkeypatch.undo()
+        killed(writer)
+
+
+def test_proc_locks_lines_name_their_holders() -> None:
+    text = (
+        "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2147272 0 EOF\n"
+        "1: -> FLOCK  ADVISORY  WRITE 4343 fe:00:2147272 0 EOF\n"  # a waiter holds nothing
+        "2: POSIX  ADVISORY  READ 77 08:11:99 0 EOF\n"
+        "garbage\n"
+    )
+    assert lock_table(text) == {(254, 0, 2147272): {4242}, (8, 17, 99): {77}}

@@ -146,6 +146,10 @@ class Harness(Protocol):
 
     def reader(self, rel: PurePosixPath) -> FileReader: ...
 
+    # Optional: `writer_lock(rel) -> PurePosixPath | None`, for an agent with `holder_names`
+    # that locks a file while it writes one of its files: that lock (relative to the home);
+    # its holder in `/proc/locks` makes the session live, before any open-file scan
+    # (`sources.locks`; Codex's `thread-writer-locks/<thread>.lock`).
     # Optional: `lean`, a `TypedDict` of the fields its JSONL readers look at; its lines
     # are then decoded against it, the rest skipped unbuilt, unless spans show content
     # (`decode.lean`, `pool.decoder`; Claude Code's `claude_schema.Record`).

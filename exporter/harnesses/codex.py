@@ -7,6 +7,10 @@ Files read (everything else under the home is left alone: `auth.json`, the SQLit
   `{timestamp, type, payload}`, `session_meta` first.
 - `session_index.jsonl`: `{id, thread_name, updated_at}` lines, the newest per id wins.
 
+Live: a thread is live while a process holds its writer lock (`writer_lock`, found in
+`/proc/locks` by `sources.locks`, the lock never touched), or, without a lock file, while a
+`codex` process holds its rollout open.
+
 The rollouts are `codex_rollout`'s (which also says what a thread is and how its tokens count);
 the index is read here.
 """
@@ -28,13 +32,14 @@ _ROLLOUT = re.compile(
     r"\.jsonl(\.zst)?$"
 )
 _INDEX = "session_index.jsonl"
+_LOCKS = "thread-writer-locks"
 
 
 class Codex(Defaults):
     name: ClassVar[str] = "codex"
     home_flag: ClassVar[str] = "codex.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("sessions", "archived_sessions", _INDEX)
-    holder_names: ClassVar[tuple[str, ...]] = ("codex",)  # no live index: who holds a rollout
+    holder_names: ClassVar[tuple[str, ...]] = ("codex",)  # no live index: who writes a thread
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
@@ -49,6 +54,12 @@ class Codex(Defaults):
         if found is None:
             return None
         return "zstd" if found.group(2) else "jsonl"
+
+    def writer_lock(self, rel: PurePosixPath) -> PurePosixPath | None:
+        """The lock a rollout's writer holds: `thread-writer-locks/<thread>.lock` (an exclusive
+        `flock` while a process writes the thread; the file is removed at a clean exit)."""
+        found = _ROLLOUT.match(rel.name)
+        return PurePosixPath(_LOCKS, f"{found.group(1)}.lock") if found else None
 
     def reader(self, rel: PurePosixPath) -> FileReader:
         if rel.parts == (_INDEX,):

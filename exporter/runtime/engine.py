@@ -27,7 +27,8 @@ from typing import Any
 from ..events import Event
 from ..harnesses import FileKind, FileReader, Harness, TableReader
 from ..sources.decode import loads
-from ..sources.holders import HeldSessions
+from ..sources.holders import HeldSessions, holders
+from ..sources.locks import by_writer_lock
 from ..sources.sqlite_tail import SqliteTail
 from ..sources.tail import JsonDoc, JsonlTail, TailResult, ZstdJsonl
 from ..state.health import Stats
@@ -52,7 +53,9 @@ class Source:
 
     def __post_init__(self) -> None:
         if self.held is None and self.harness.holder_names:
-            self.held = HeldSessions(self.harness.holder_names)
+            lock_of = getattr(self.harness, "writer_lock", None)  # optional: see harnesses.base
+            find = holders if lock_of is None else by_writer_lock(self.home, lock_of)
+            self.held = HeldSessions(self.harness.holder_names, find)
 
 
 @dataclass(slots=True)
