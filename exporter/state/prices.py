@@ -107,7 +107,8 @@ class Prices:
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.source: str = document["source"]
-        self._models = {p["id"]: [_model(m) for m in p["models"]] for p in document["providers"]}
+        self._raw = {p["id"]: p["models"] for p in document["providers"]}
+        self._models: dict[str, list[Model]] = {}  # made when a provider is first asked for
         self._fallbacks = {p["id"]: p.get("fallback", []) for p in document["providers"]}
         self._found: dict[tuple[str, str], Model | None] = {}
 
@@ -126,7 +127,9 @@ class Prices:
 
     def models(self, provider: str) -> list[Model]:
         """The models of `provider`, in the order they are matched."""
-        return self._models.get(provider, [])
+        if provider not in self._models:
+            self._models[provider] = [_model(m) for m in self._raw.get(provider, [])]
+        return self._models[provider]
 
     def rates(self, provider: str, name: str, at: float) -> Rates | None:
         """The prices of model `name` of `provider` at `at`; None when it has none."""
