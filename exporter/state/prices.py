@@ -116,6 +116,20 @@ class Prices:
     def load(cls, path: Path = SNAPSHOT) -> Prices:
         return cls(msgspec.json.decode(path.read_bytes()))
 
+    def overridden(self, models: list[tuple[str, dict[str, Any]]]) -> Prices:
+        """These prices with `models` (provider, model in the snapshot's form: `price_file`)
+        found before the snapshot's, in their order."""
+        document: dict[str, Any] = {"source": self.source, "providers": []}
+        for provider, raw in self._raw.items():
+            mine = [m for p, m in models if p == provider]
+            entry = {"id": provider, "models": mine + raw, "fallback": self._fallbacks[provider]}
+            document["providers"].append(entry)
+        known = set(self._raw)
+        for provider in dict.fromkeys(p for p, _ in models if p not in known):
+            mine = [m for p, m in models if p == provider]
+            document["providers"].append({"id": provider, "models": mine})
+        return Prices(document)
+
     def model(self, provider: str, name: str) -> Model | None:
         key = (provider, name)
         if key not in self._found:
