@@ -27,7 +27,6 @@ record names it (`compaction_response_id`) with a copy of that record: its usage
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,42 +41,24 @@ from ..events import (
     SubagentOutcome,
     SubagentStarted,
     TitleSet,
-    ToolCallEnded,
-    ToolCallStarted,
-    ToolOutcome,
     TurnEnded,
     TurnOutcome,
     TurnStarted,
 )
 from .codex_fields import (
-    REFUSED_WITHOUT_CODE,
     Role,
     exit_of,
     kind_of,
-    output_outcome,
     prompt_text,
     role_of,
-    tool_name,
     usage_of,
     verdict_of,
 )
+from .codex_tools import DONE_AT_CALL, TOOL_CALLS, TOOL_OUTPUTS, ToolItems, nickname_of
 from .fields import nonempty, timestamp
 
-TOOL_CALLS = frozenset(
-    {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
-)
-TOOL_OUTPUTS = frozenset(
-    {
-        "function_call_output",
-        "custom_tool_call_output",
-        "local_shell_call_output",
-        "tool_search_output",
-    }
-)
-_DONE_AT_CALL = frozenset({"web_search_call"})  # run by the API: no output item follows
 
-
-class RolloutReader:
+class RolloutReader(ToolItems):
     """One thread's rollout: the lead session's own, a sub-agent's, or a review's."""
 
     def __init__(self, thread_id: str) -> None:
@@ -96,10 +77,6 @@ class RolloutReader:
         self.total: object = None
         self.last_message: str | None = None
         self.ended = False
-
-    @property
-    def subagent_id(self) -> str | None:
-        return self.thread_id if self.role == "subagent" else None
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
@@ -307,63 +284,11 @@ class RolloutReader:
                 return []
             return [TitleSet(session_id=self.session_id, title=title, source="prompt")]
         if kind in TOOL_CALLS:
-            self._output_seen(tool=kind not in _DONE_AT_CALL)  # a search asks nothing back
+            self._output_seen(tool=kind not in DONE_AT_CALL)  # a search asks nothing back
             return self._tool_call(payload)
         if kind in TOOL_OUTPUTS:
             return self._tool_output(payload)
         return []
-
-    def _tool_call(self, payload: Mapping[str, Any]) -> list[Event]:
-        call_id = nonempty(payload.get("call_id")) or nonempty(payload.get("id"))
-        if call_id is None or self.role in ("review", "internal"):
-            return []
-        name = tool_name(payload)
-        events: list[Event] = [
-            ToolCallStarted(
-                session_id=self.session_id,
-                at=self.at,
-                call_id=call_id,
-                tool=name,
-                subagent_id=self.subagent_id,
-                arguments=payload.get("arguments") or payload.get("input") or payload.get("action"),
-            )
-        ]
-        if name.endswith("spawn_agent"):
-            self.spawns.add(call_id)
-        if name in REFUSED_WITHOUT_CODE and len(self.coded) < 1024:
-            self.coded.add(call_id)
-        if payload.get("type") in _DONE_AT_CALL:
-            outcome: ToolOutcome = "ok" if payload.get("status") in (None, "completed") else "error"
-            events.append(
-                ToolCallEnded(
-                    session_id=self.session_id, at=self.at, call_id=call_id, outcome=outcome
-                )
-            )
-        return events
-
-    def _tool_output(self, payload: Mapping[str, Any]) -> list[Event]:
-        call_id = nonempty(payload.get("call_id"))
-        if call_id is None or self.role in ("review", "internal"):
-            return []
-        coded = call_id in self.coded
-        self.coded.discard(call_id)
-        outcome = output_outcome(payload, self.exits.pop(call_id, None), coded=coded)
-        output = payload.get("output")
-        result = output if isinstance(output, str) else json.dumps(output) if output else None
-        events: list[Event] = [
-            ToolCallEnded(
-                session_id=self.session_id,
-                at=self.at,
-                call_id=call_id,
-                outcome=outcome,
-                result=result,
-            )
-        ]
-        agent_id = _spawned(payload.get("output")) if call_id in self.spawns else None
-        self.spawns.discard(call_id)
-        if agent_id is not None:
-            events.append(self._linked(call_id, agent_id, None))
-        return events
 
     def _completed(self, item: Mapping[str, Any]) -> list[Event]:
         kind, call_id = nonempty(item.get("type")), nonempty(item.get("id"))
@@ -377,34 +302,5 @@ class RolloutReader:
             receivers = item.get("receiver_thread_ids")
             agent_id = receivers[0] if isinstance(receivers, list) and receivers else None
             if isinstance(agent_id, str) and agent_id:
-                return [self._linked(call_id, agent_id, _nickname(item))]
+                return [self._linked(call_id, agent_id, nickname_of(item))]
         return []
-
-    def _linked(self, call_id: str, agent_id: str, title: str | None) -> SubagentStarted:
-        """The parent's side of a spawn: which call started which thread (the child's file
-        says when)."""
-        return SubagentStarted(
-            session_id=self.session_id,
-            at=None,
-            call_id=call_id,
-            subagent_id=agent_id,
-            title=title,
-            parent_id=self.subagent_id,
-        )
-
-
-def _spawned(output: object) -> str | None:
-    """`spawn_agent`'s output `{"agent_id": ..., "nickname": ...}`."""
-    if not isinstance(output, str) or not output.startswith("{") or "agent_id" not in output:
-        return None
-    try:
-        data = json.loads(output)
-    except ValueError:
-        return None
-    return nonempty(data.get("agent_id")) if isinstance(data, dict) else None
-
-
-def _nickname(item: Mapping[str, Any]) -> str | None:
-    agents = item.get("receiver_agents")
-    first = agents[0] if isinstance(agents, list) and agents else None
-    return nonempty(first.get("agent_nickname")) if isinstance(first, dict) else None
