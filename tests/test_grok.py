@@ -144,6 +144,15 @@ def test_a_tracked_print_run_is_live_while_its_command_runs() -> None:
     assert state.status(key, state.live[key])[0] == facts["state"] == "running"
 
 
+def test_a_background_command_after_the_turn_reads_background() -> None:
+    """`run_terminal_command` with `background: true` (`task_backgrounded`): after the turn
+    ended, while `sleep 4` still ran."""
+    home, facts, key, opened = copied("background-shell", "home-live")
+    state = live_state(home, facts["pid"], opened - 0.2, opened + 2)
+    assert not facts["turn_open"] and state.session(*key).turn_open_at is None
+    assert state.status(key, state.live[key])[0] == facts["state"] == "background"
+
+
 def test_the_tui_waits_for_you_at_its_permission_prompt() -> None:
     home, facts, key, opened = copied("tui-permission", "home-live")
     state = live_state(home, facts["pid"], opened - 0.2, opened + 1)
@@ -209,7 +218,7 @@ def test_phase_log_turns_and_status() -> None:
     records = recorded("shell", "events.jsonl")
     first = reader.feed(records[0])
     assert isinstance(first[0], SessionSeen) and first[0].model == "grok-build"
-    assert any(isinstance(e, TurnStarted) for e in first)
+    assert not any(isinstance(e, TurnStarted) for e in first)  # the turns are updates.jsonl's
     assert live(first)[0].status is None  # phase cleared at turn_started: not guessed
     statuses = [(e.status, e.reason) for r in records[1:] for e in live(reader.feed(r))]
     changes = [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s]
@@ -220,16 +229,6 @@ def test_phase_log_turns_and_status() -> None:
         ("idle", None),  # turn_ended
     ]
     assert not any(isinstance(e, ToolCallStarted) for r in records for e in reader.feed(r))
-
-
-def test_turn_outcomes_from_the_phase_log() -> None:
-    reader = EventsReader(SID, None, Shared())
-    (ended,) = [
-        e for e in fed(reader, recorded("api-error", "events.jsonl")) if e.__class__ is TurnEnded
-    ]
-    assert isinstance(ended, TurnEnded) and ended.outcome == "failed"  # turn_ended "error"
-    cancelled = reader.feed({"ts": ts(7), "type": "turn_ended", "outcome": "cancelled"})
-    assert isinstance(cancelled[0], TurnEnded) and cancelled[0].outcome == "interrupted"
 
 
 def updates(scenario: str, session: int = 0) -> tuple[UpdatesReader, Shared, list[Event]]:
@@ -248,23 +247,46 @@ def test_tool_calls_by_their_id_and_exit_code() -> None:
     assert [e.outcome for e in failing if isinstance(e, ToolCallEnded)] == ["error"]  # exit 2
 
 
-def test_turn_usage_without_the_cached_part_over_the_turn() -> None:
-    shared = Shared(model="grok-build")
-    EventsReader(SID, None, shared).feed(recorded("shell", "events.jsonl")[0])
-    assert shared.turn_start is not None
-    shared.turn_end = shared.turn_start + 0.05  # the phase log's turn_ended, before the usage
-    (response,) = [
-        e
-        for e in UpdatesReader(SID, shared, lambda child: None).feed(
-            recorded("shell", "updates.jsonl")[-1]  # turn_completed
-        )
-        if isinstance(e, ModelResponded)
+def test_turns_from_the_prompt_to_turn_completed() -> None:
+    """The turn's records in their order: its prompt, its tool call, its usage, its end."""
+    _, shared, events = updates("shell")
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == [
+        "TurnStarted",
+        "ToolCallStarted",
+        "ToolCallEnded",
+        "ModelResponded",
+        "TurnEnded",
     ]
-    assert response.usage == Usage(
-        input=4200, output=110, cache_read=800, reasoning=16
-    )  # 5000 in, 800 cached
-    assert (response.requested_at, response.at) == (shared.turn_start, shared.turn_end)
-    _, _, answer = updates("answer")
+    started, response, ended = events[0], events[3], events[4]
+    assert isinstance(started, TurnStarted) and started.prompt == "SCENARIO:shell run echo hi"
+    assert isinstance(ended, TurnEnded) and ended.outcome == "completed"  # stop_reason end_turn
+    assert isinstance(response, ModelResponded) and response.requested_at == started.at
+    assert shared.prompt_at is None  # no turn open any more
+    _, _, failed = updates("api-error")
+    assert [e.outcome for e in failed if isinstance(e, TurnEnded)] == ["failed"]  # "error"
+
+
+def prompt_row(index: int) -> dict[str, Any]:
+    """The recorded `answer` session's prompt row, as prompt number `index`."""
+    (row,) = [r for r in recorded("answer", "updates.jsonl") if "user_message_chunk" in str(r)]
+    update = {**row["params"]["update"], "_meta": {"promptIndex": index}}
+    return {**row, "params": {**row["params"], "update": update}}
+
+
+def test_a_turn_left_open_ends_at_the_next_prompt() -> None:
+    """A print run can exit before `turn_completed`: the next prompt ends that turn."""
+    reader, _, _ = updates("answer")
+    assert [type(e).__name__ for e in reader.feed(prompt_row(1))] == ["TurnStarted"]
+    assert reader.feed(prompt_row(1)) == []  # another chunk of the same prompt
+    assert [type(e).__name__ for e in reader.feed(prompt_row(2))] == ["TurnEnded", "TurnStarted"]
+
+
+def test_turn_usage_without_the_cached_part() -> None:
+    _, _, shell = updates("shell")
+    (response,) = [e for e in shell if isinstance(e, ModelResponded)]
+    assert response.usage == Usage(input=4200, output=110, cache_read=800, reasoning=16)
+    _, _, answer = updates("answer")  # 5000 in with 800 cached, above; 2000 with none here
     (reasoned,) = [e for e in answer if isinstance(e, ModelResponded)]
     assert reasoned.usage == Usage(input=2000, output=50, reasoning=16)
 
@@ -272,7 +294,9 @@ def test_turn_usage_without_the_cached_part_over_the_turn() -> None:
 def test_usage_waits_for_the_model() -> None:
     shared = Shared()
     reader = UpdatesReader(SID, shared, lambda child: None)
-    assert fed(reader, recorded("answer", "updates.jsonl")) == []
+    assert not any(
+        isinstance(e, ModelResponded) for e in fed(reader, recorded("answer", "updates.jsonl"))
+    )
     (response,) = shared.set_model(SID, "grok-build")
     assert isinstance(response, ModelResponded) and response.message_id.startswith(f"{SID}/")
 
@@ -285,15 +309,18 @@ def test_an_api_error_that_ended_the_retries() -> None:
 
 
 def test_background_tasks() -> None:
-    """The documented shapes (no background task recorded yet)."""
+    """`task_backgrounded` / `task_completed` as recorded; `background_tasks` as documented."""
     shared = Shared(entry=LiveIndexRead(pid=1, session_id=SID, started_at=None, status=None))
     reader = UpdatesReader(SID, shared, lambda child: None)
+    rows = recorded("background-shell", "updates.jsonl")
+    kinds = [r["params"]["update"]["sessionUpdate"] for r in rows]
+    backgrounded, completed = kinds.index("task_backgrounded"), kinds.index("task_completed")
+    statuses = [e.status for r in rows[: completed + 1] for e in live(reader.feed(r))]
+    assert statuses[:1] == ["shell"] and statuses[-1] == "idle" and backgrounded < completed
     row = {"method": "_x.ai/session/update", "timestamp": 1795168810}
     tasks = [{"task_id": "t1", "status": "running"}]
     running = {**row, "params": {"update": {"sessionUpdate": "background_tasks", "tasks": tasks}}}
     assert live(reader.feed(running))[0].status == "shell"
-    snapshot = {"sessionUpdate": "task_completed", "task_snapshot": {"task_id": "t1"}}
-    assert live(reader.feed({**row, "params": {"update": snapshot}}))[0].status == "idle"
 
 
 def test_a_subagents_own_folder_is_not_read() -> None:

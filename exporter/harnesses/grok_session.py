@@ -2,7 +2,7 @@
 (`grok.Grok` says which file is which), and `Shared`, what the readers of one session know
 together. Shapes as Grok Build 0.2.111 writes them (`fixtures/grok/0.2.111/`):
 
-- `events.jsonl`: the phase log: turns (`turn_started` / `turn_ended`) and the phase.
+- `events.jsonl`: the phase log: whether a turn runs and its phase (the live status).
 - `updates.jsonl` and `subagents/<id>/meta.json`: `grok_updates`'s readers.
 - `summary.json`: cwd, model, title; `session_kind: "subagent"` marks a sub-agent's own folder.
 - `prompt_context.json`: print mode or not. `chat_history.jsonl`: the first prompt.
@@ -32,19 +32,11 @@ from ..events import (
     ModelResponded,
     SessionSeen,
     TitleSet,
-    TurnEnded,
-    TurnOutcome,
-    TurnStarted,
     Usage,
 )
 from .fields import nonempty, timestamp, title_of
 
 _RUNNING = frozenset({"waiting_for_model", "streaming_text", "streaming_reasoning"})
-_TURN_OUTCOME: dict[str, TurnOutcome] = {
-    "completed": "completed",
-    "error": "failed",
-    "cancelled": "interrupted",
-}
 _QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.DOTALL)
 Marker = Callable[[str], None]
 """Marks a session id as a sub-agent's own folder (`Grok.mark_child`)."""
@@ -64,8 +56,7 @@ class Shared:
     tasks_at: float | None = None
     model: str | None = None
     first_prompt: str | None = None
-    turn_start: float | None = None  # the last turn's, from the phase log
-    turn_end: float | None = None
+    prompt_at: float | None = None  # when the prompt turn `updates.jsonl` opened began
     usage: list[tuple[str, float, float | None, Usage]] = field(default_factory=list)
     """Turn usage waiting for a model: message id, time, request time, usage."""
 
@@ -119,10 +110,8 @@ class Shared:
         ]
 
     def turn_usage(self, message_id: str, at: float, usage: Usage) -> list[Event]:
-        """A turn's usage (all its model calls), written just after the turn's end: it spans
-        the turn, from its start to its end when the phase log told them."""
-        end = self.turn_end if self.turn_end is not None and self.turn_end < at else at
-        self.usage.append((message_id, end, self.turn_start, usage))
+        """A turn's usage (all its model calls), written at its end: it spans the turn."""
+        self.usage.append((message_id, at, self.prompt_at, usage))
         return self.responses(message_id.split("/", 1)[0])
 
     def set_model(self, session_id: str, model: object) -> list[Event]:
@@ -132,8 +121,9 @@ class Shared:
 
 
 class EventsReader:
-    """`events.jsonl`: turns and the phase (tool calls are `updates.jsonl`'s: these records
-    name the tool but not the call)."""
+    """`events.jsonl`: whether a turn runs and its phase, for the live status. Turns, tool calls
+    and usage are `updates.jsonl`'s: read whole before it, the phase log's turns would take
+    every tool call of the session into its last turn (and its tool records have no call id)."""
 
     def __init__(self, session_id: str, cwd: str | None, shared: Shared) -> None:
         self.session_id = session_id
@@ -161,18 +151,7 @@ class EventsReader:
         elif kind in ("tool_started", "permission_requested"):
             self.shared.waiting_for = nonempty(record.get("tool_name")) or self.shared.waiting_for
         elif kind == "turn_ended":
-            outcome = record.get("outcome")
             self.shared.turn_open, self.shared.phase, self.shared.phase_at = False, None, self.at
-            self.shared.turn_end = self.at
-            events.append(
-                TurnEnded(
-                    session_id=self.session_id,
-                    at=self.at,
-                    outcome=_TURN_OUTCOME.get(
-                        outcome if isinstance(outcome, str) else "", "completed"
-                    ),
-                )
-            )
         if self.shared.status() != before:
             events += self.shared.live()
         return events
@@ -187,16 +166,7 @@ class EventsReader:
             )
         events += self.shared.set_model(self.session_id, model)
         self.shared.turn_open, self.shared.phase, self.shared.phase_at = True, None, self.at
-        self.shared.turn_start, self.shared.turn_end = self.at, None
         self.shared.waiting_for = None
-        turn = record.get("turn_number")
-        events.append(
-            TurnStarted(
-                session_id=self.session_id,
-                at=self.at,
-                record_id=f"{self.session_id}/turn/{turn}@{record.get('ts')}",
-            )
-        )
         return events
 
 

@@ -1,8 +1,10 @@
 """Grok Build's `updates.jsonl` (one session's ACP update stream, as 0.2.111 writes it): its
-`session/update` and `_x.ai/session/update` rows: tool calls (`tool_call` /
+`session/update` and `_x.ai/session/update` rows: the turns (a prompt's first
+`user_message_chunk`, by its `promptIndex`, to `turn_completed`), tool calls (`tool_call` /
 `tool_call_update`, by `toolCallId`), the usage of each completed turn (`turn_completed`: the
 lead's counts its sub-agents' too), an API error that ended the retries (`retry_state` of type
-`failed`), sub-agents spawned (their own folders are then not read), background tasks; and
+`failed`), sub-agents spawned (their own folders are then not read), background tasks
+(`task_backgrounded` / `task_completed`); and
 `subagents/<id>/meta.json`, a sub-agent of the session: its type, title and how it ended.
 """
 
@@ -20,6 +22,9 @@ from ..events import (
     ToolCallEnded,
     ToolCallStarted,
     ToolOutcome,
+    TurnEnded,
+    TurnOutcome,
+    TurnStarted,
     Usage,
 )
 from .fields import count, nonempty, timestamp
@@ -34,6 +39,12 @@ _SUBAGENT_OUTCOME: dict[str, SubagentOutcome] = {
     "killed": "cancelled",
     "interrupted": "cancelled",
 }
+_TURN_OUTCOME: dict[str, TurnOutcome] = {
+    "end_turn": "completed",
+    "error": "failed",
+    "cancelled": "interrupted",
+    "interrupted": "interrupted",
+}
 UPDATE_METHODS = frozenset({"_x.ai/session/update", "session/update"})
 
 
@@ -45,6 +56,7 @@ class UpdatesReader:
         self.shared = shared
         self.mark_child = mark_child
         self.calls: dict[str, bool] = {}  # tool call id → ended
+        self.prompt: int | None = None  # the prompt index of the open turn
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict) or record.get("method") not in UPDATE_METHODS:
@@ -85,6 +97,37 @@ class UpdatesReader:
         outcome: ToolOutcome = "error" if failed else "ok"
         return [ToolCallEnded(session_id=self.session_id, at=at, call_id=call_id, outcome=outcome)]
 
+    def _prompt(self, update: Mapping[str, Any], at: float) -> list[Event]:
+        """A prompt's first chunk starts its turn (a turn left open ends there: its
+        `turn_completed` was never written, which a print run can do)."""
+        meta = update.get("_meta")
+        index = meta.get("promptIndex") if isinstance(meta, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool) or index == self.prompt:
+            return []
+        events = self._ended(at, "completed")
+        self.prompt, self.shared.prompt_at = index, at
+        content = update.get("content")
+        text = content.get("text") if isinstance(content, dict) else None
+        record = f"{self.session_id}/prompt/{index}"
+        prompt = text if isinstance(text, str) else None
+        return [
+            *events,
+            TurnStarted(session_id=self.session_id, at=at, record_id=record, prompt=prompt),
+        ]
+
+    def _ended(self, at: float, outcome: TurnOutcome) -> list[Event]:
+        if self.prompt is None or self.shared.prompt_at is None:
+            return []
+        self.shared.prompt_at = None
+        return [TurnEnded(session_id=self.session_id, at=at, outcome=outcome)]
+
+    def _completed(self, update: Mapping[str, Any], at: float) -> list[Event]:
+        """`turn_completed`: the turn's usage, then its end (a turn with no prompt row, such as
+        the wake-up after a background task, gives its usage only)."""
+        stop = update.get("stop_reason")
+        outcome = _TURN_OUTCOME.get(stop if isinstance(stop, str) else "", "completed")
+        return self._usage(update, at) + self._ended(at, outcome)
+
     def _usage(self, update: Mapping[str, Any], at: float) -> list[Event]:
         usage, prompt = update.get("usage"), update.get("prompt_id")
         if not isinstance(usage, dict) or not isinstance(prompt, str):
@@ -107,9 +150,15 @@ class UpdatesReader:
         ]
 
     def _tasks(self, kind: str, update: Mapping[str, Any], at: float) -> list[Event]:
-        """Background tasks (the documented shapes; not recorded yet)."""
+        """Background tasks: `task_backgrounded` starts one (`task_id`), `task_completed` ends it
+        (`task_snapshot.task_id`); `background_tasks`, a list of them with their `status`, is the
+        documented shape (not seen in 0.2.111's files)."""
         before = self.shared.status()
-        if kind == "background_tasks" and isinstance(update.get("tasks"), list):
+        task = nonempty(update.get("task_id"))
+        if kind == "task_backgrounded" and task is not None:
+            self.shared.tasks[task] = True
+            self.shared.tasks_at = at
+        elif kind == "background_tasks" and isinstance(update.get("tasks"), list):
             self.shared.tasks = {
                 task["task_id"]: task.get("status") == "running"
                 for task in update["tasks"]
@@ -128,7 +177,8 @@ class UpdatesReader:
 _HANDLERS: dict[str, Callable[[UpdatesReader, Mapping[str, Any], float], list[Event]]] = {
     "tool_call": UpdatesReader._tool_call,
     "tool_call_update": UpdatesReader._tool_update,
-    "turn_completed": UpdatesReader._usage,
+    "user_message_chunk": UpdatesReader._prompt,
+    "turn_completed": UpdatesReader._completed,
     "retry_state": UpdatesReader._retry,
 }
 
