@@ -267,6 +267,16 @@ def test_turns_from_the_prompt_to_turn_completed() -> None:
     assert [e.outcome for e in failed if isinstance(e, TurnEnded)] == ["failed"]  # "error"
 
 
+def test_a_rejected_call_and_two_cancelled_turns() -> None:
+    """The TUI: "No, reject" fails the call with "User rejected ..." and Grok cancels the turn;
+    Esc during a stream cancels the next one (no usage: the stream was cut)."""
+    _, _, events = updates("tui-permission")
+    assert [e.outcome for e in events if isinstance(e, ToolCallEnded)] == ["ok", "rejected"]
+    ends = [e.outcome for e in events if isinstance(e, TurnEnded)]
+    assert ends == ["completed", "interrupted", "interrupted"]  # stop_reason "cancelled"
+    assert len([e for e in events if isinstance(e, ModelResponded)]) == 2
+
+
 def prompt_row(index: int) -> dict[str, Any]:
     """The recorded `answer` session's prompt row, as prompt number `index`."""
     (row,) = [r for r in recorded("answer", "updates.jsonl") if "user_message_chunk" in str(r)]

@@ -95,6 +95,8 @@ class UpdatesReader:
         code = output.get("exit_code") if isinstance(output, dict) else None
         failed = status == "failed" or (isinstance(code, int) and code != 0)
         outcome: ToolOutcome = "error" if failed else "ok"
+        if status == "failed" and _text(update).startswith("User rejected"):
+            outcome = "rejected"  # "No, reject" at the permission question
         return [ToolCallEnded(session_id=self.session_id, at=at, call_id=call_id, outcome=outcome)]
 
     def _prompt(self, update: Mapping[str, Any], at: float) -> list[Event]:
@@ -190,6 +192,15 @@ def _update_time(record: Mapping[str, Any], params: Mapping[str, Any]) -> float 
     if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0:
         return ms / 1000
     return timestamp(record.get("timestamp"))
+
+
+def _text(update: Mapping[str, Any]) -> str:
+    """The first text of a `tool_call_update`'s `content` (`[{content: {text}}]`), or ""."""
+    content = update.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    inner = first.get("content") if isinstance(first, dict) else None
+    text = inner.get("text") if isinstance(inner, dict) else None
+    return text if isinstance(text, str) else ""
 
 
 def _tool_name(update: Mapping[str, Any]) -> str | None:
