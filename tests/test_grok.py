@@ -233,7 +233,7 @@ def test_phase_log_turns_and_status() -> None:
 
 def updates(scenario: str, session: int = 0) -> tuple[UpdatesReader, Shared, list[Event]]:
     shared = Shared(model="grok-build")
-    reader = UpdatesReader(SID, shared, lambda child: None)
+    reader = UpdatesReader(SID, shared, lambda child, lead: None)
     return reader, shared, fed(reader, recorded(scenario, "updates.jsonl", session))
 
 
@@ -303,7 +303,7 @@ def test_turn_usage_without_the_cached_part() -> None:
 
 def test_usage_waits_for_the_model() -> None:
     shared = Shared()
-    reader = UpdatesReader(SID, shared, lambda child: None)
+    reader = UpdatesReader(SID, shared, lambda child, lead: None)
     assert not any(
         isinstance(e, ModelResponded) for e in fed(reader, recorded("answer", "updates.jsonl"))
     )
@@ -321,7 +321,7 @@ def test_an_api_error_that_ended_the_retries() -> None:
 def test_background_tasks() -> None:
     """`task_backgrounded` / `task_completed` as recorded; `background_tasks` as documented."""
     shared = Shared(entry=LiveIndexRead(pid=1, session_id=SID, started_at=None, status=None))
-    reader = UpdatesReader(SID, shared, lambda child: None)
+    reader = UpdatesReader(SID, shared, lambda child, lead: None)
     rows = recorded("background-shell", "updates.jsonl")
     kinds = [r["params"]["update"]["sessionUpdate"] for r in rows]
     backgrounded, completed = kinds.index("task_backgrounded"), kinds.index("task_completed")
@@ -333,21 +333,32 @@ def test_background_tasks() -> None:
     assert live(reader.feed(running))[0].status == "shell"
 
 
-def test_a_subagents_own_folder_is_not_read() -> None:
+def test_a_subagents_own_folder_gives_its_tool_calls_only() -> None:
+    """The lead's `subagent_spawned` names the child's folder: of it only the tool calls are
+    read, as the lead's sub-agent's (the lead's turn usage already counts the child's)."""
     grok = Grok()
     lead, child = (recorded("subagent", "summary.json", i)[0]["info"]["id"] for i in (0, 1))
-    fed(
-        grok.reader(PurePosixPath(f"sessions/x/{lead}/updates.jsonl")),
-        recorded("subagent", "updates.jsonl"),
-    )
-    assert grok.of(child).child  # subagent_spawned named it
-    for name in ("events.jsonl", "updates.jsonl", "chat_history.jsonl", "summary.json"):
+    lead_updates = grok.reader(PurePosixPath(f"sessions/x/{lead}/updates.jsonl"))
+    events = fed(lead_updates, recorded("subagent", "updates.jsonl"))
+    (link,) = [e for e in events if isinstance(e, SubagentStarted)]  # SubagentCompleted
+    (spawn,) = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert (link.call_id, link.subagent_id) == (spawn.call_id, child)
+    assert (grok.of(child).child, grok.of(child).parent) == (True, lead)
+    for name in ("events.jsonl", "chat_history.jsonl", "summary.json"):
         reader = grok.reader(PurePosixPath(f"sessions/x/{child}/{name}"))
         assert fed(reader, recorded("subagent", name, 1)) == [], name
-    alone = Grok()
+    reader = grok.reader(PurePosixPath(f"sessions/x/{child}/updates.jsonl"))
+    calls = fed(reader, recorded("subagent", "updates.jsonl", 1))
+    assert [type(e).__name__ for e in calls] == ["ToolCallStarted", "ToolCallEnded"]
+    assert {e.session_id for e in calls if isinstance(e, (ToolCallStarted, ToolCallEnded))} == {
+        lead
+    }
+    assert isinstance(calls[0], ToolCallStarted) and calls[0].subagent_id == child
+    alone = Grok()  # the child's summary alone: a sub-agent's folder, its lead unknown
     summary = alone.reader(PurePosixPath(f"sessions/x/{child}/summary.json"))
     assert fed(summary, recorded("subagent", "summary.json", 1)) == []  # session_kind subagent
-    assert alone.of(child).child
+    updates_alone = alone.reader(PurePosixPath(f"sessions/x/{child}/updates.jsonl"))
+    assert fed(updates_alone, recorded("subagent", "updates.jsonl", 1)) == []
 
 
 def test_subagent_meta() -> None:
@@ -371,10 +382,10 @@ def test_summary_title_is_the_prompt_unless_generated() -> None:
     fed(ChatHistoryReader(SID, shared), recorded("answer", "chat_history.jsonl"))
     assert shared.first_prompt == "SCENARIO:simple say hello"
     summary = recorded("answer", "summary.json")[0]
-    seen, *rest = SummaryReader(SID, shared, lambda child: None).feed(summary)
+    seen, *rest = SummaryReader(SID, shared, lambda child, lead: None).feed(summary)
     assert isinstance(seen, SessionSeen) and seen.cwd == "/home/user/work/shop-api"
     assert rest == []  # generated_title is the prompt: the chat history's prompt title stands
-    titled = SummaryReader(SID, shared, lambda child: None).feed(
+    titled = SummaryReader(SID, shared, lambda child, lead: None).feed(
         {**summary, "generated_title": "Fix it"}
     )
     assert TitleSet(session_id=SID, title="Fix it", source="harness") in titled

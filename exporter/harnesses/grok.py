@@ -83,9 +83,12 @@ class Grok(Defaults):
             return PromptContextReader(session_id, shared)
         return ChatHistoryReader(session_id, shared)
 
-    def mark_child(self, session_id: str) -> None:
-        """A sub-agent's own session folder: its readers read nothing more."""
-        self.of(session_id).child = True
+    def mark_child(self, session_id: str, parent: str | None) -> None:
+        """A sub-agent's own session folder (of `parent`, if known): its readers read only its
+        tool calls from now on."""
+        shared = self.of(session_id)
+        shared.child = True
+        shared.parent = parent or shared.parent
 
     def of(self, session_id: str) -> Shared:
         found = self.shared.get(session_id)

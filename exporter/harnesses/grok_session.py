@@ -7,9 +7,10 @@ together. Shapes as Grok Build 0.2.111 writes them (`fixtures/grok/0.2.111/`):
 - `summary.json`: cwd, model, title; `session_kind: "subagent"` marks a sub-agent's own folder.
 - `prompt_context.json`: print mode or not. `chat_history.jsonl`: the first prompt.
 
-A sub-agent's own session folder (a sibling of its lead's) is not read: the lead's turn usage
-already counts its tokens, and its tool calls are its own. `Shared.child` says so, set by the
-lead's files (`subagent_spawned`, `meta.json`) or the folder's own `summary.json`.
+Of a sub-agent's own session folder (a sibling of its lead's) only the tool calls are read, as
+the sub-agent's, once the lead's files named it (`subagent_spawned`, `meta.json`): the lead's
+turn usage already counts its tokens. `Shared.child` says the folder is one, set by those or by
+the folder's own `summary.json`; `Shared.parent` is its lead.
 
 The live status is made of two files, the index (which process holds the session) and the
 phase log (what it is doing), read by different readers in any order. Both write into one
@@ -38,8 +39,9 @@ from .fields import nonempty, timestamp, title_of
 
 _RUNNING = frozenset({"waiting_for_model", "streaming_text", "streaming_reasoning"})
 _QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.DOTALL)
-Marker = Callable[[str], None]
-"""Marks a session id as a sub-agent's own folder (`Grok.mark_child`)."""
+Marker = Callable[[str, str | None], None]
+"""Marks a session id as a sub-agent's own folder, of the lead session given if known
+(`Grok.mark_child`)."""
 
 
 @dataclass
@@ -47,7 +49,8 @@ class Shared:
     """What the readers of one session know together (see the module docstring)."""
 
     entry: LiveIndexRead | None = None  # from the index, status left out
-    child: bool = False  # a sub-agent's own folder: not read
+    child: bool = False  # a sub-agent's own folder: only its tool calls are read
+    parent: str | None = None  # its lead session, when a lead's file named it
     turn_open: bool = False
     phase: str | None = None
     waiting_for: str | None = None
@@ -182,7 +185,7 @@ class SummaryReader:
         if not isinstance(record, dict):
             return []
         if record.get("session_kind") in ("subagent", "subagent_fork"):
-            self.mark_child(self.session_id)
+            self.mark_child(self.session_id, None)
         if self.shared.child:
             return []
         info = record.get("info")

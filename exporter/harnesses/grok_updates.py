@@ -46,6 +46,7 @@ _TURN_OUTCOME: dict[str, TurnOutcome] = {
     "interrupted": "interrupted",
 }
 UPDATE_METHODS = frozenset({"_x.ai/session/update", "session/update"})
+_SUBAGENT_ROWS = frozenset({"tool_call", "tool_call_update"})  # read in a sub-agent's folder
 
 
 class UpdatesReader:
@@ -63,16 +64,18 @@ class UpdatesReader:
             return []
         params = record.get("params")
         update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict) or not isinstance(params, dict) or self.shared.child:
+        if not isinstance(update, dict) or not isinstance(params, dict):
             return []
         at = _update_time(record, params)
         kind = nonempty(update.get("sessionUpdate"))
         if at is None or kind is None:
             return []
+        if self.shared.child and (self.shared.parent is None or kind not in _SUBAGENT_ROWS):
+            return []  # a sub-agent's folder: its tool calls only, once its lead is known
         if kind == "subagent_spawned":
             child = nonempty(update.get("child_session_id"))
             if child is not None:
-                self.mark_child(child)
+                self.mark_child(child, self.session_id)
             return []
         handler = _HANDLERS.get(kind)
         if handler is not None:
@@ -84,20 +87,38 @@ class UpdatesReader:
         if call_id is None or tool is None or call_id in self.calls:
             return []
         self.calls[call_id] = False
-        return [ToolCallStarted(session_id=self.session_id, at=at, call_id=call_id, tool=tool)]
+        lead, sub = self._owner()
+        return [
+            ToolCallStarted(session_id=lead, at=at, call_id=call_id, tool=tool, subagent_id=sub)
+        ]
+
+    def _owner(self) -> tuple[str, str | None]:
+        """Whose tool calls these are: the session's, or (a sub-agent's folder) its lead's,
+        as the sub-agent's."""
+        if self.shared.child and self.shared.parent is not None:
+            return self.shared.parent, self.session_id
+        return self.session_id, None
 
     def _tool_update(self, update: Mapping[str, Any], at: float) -> list[Event]:
         call_id, status = nonempty(update.get("toolCallId")), update.get("status")
         if call_id is None or status not in _ENDED_TOOL or self.calls.get(call_id) is not False:
             return []
         self.calls[call_id] = True
-        output = update.get("rawOutput")
-        code = output.get("exit_code") if isinstance(output, dict) else None
+        raw = update.get("rawOutput")
+        output: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        code = output.get("exit_code")
         failed = status == "failed" or (isinstance(code, int) and code != 0)
         outcome: ToolOutcome = "error" if failed else "ok"
         if status == "failed" and _text(update).startswith("User rejected"):
             outcome = "rejected"  # "No, reject" at the permission question
-        return [ToolCallEnded(session_id=self.session_id, at=at, call_id=call_id, outcome=outcome)]
+        lead, _ = self._owner()
+        ended = ToolCallEnded(session_id=lead, at=at, call_id=call_id, outcome=outcome)
+        sub = nonempty(output.get("subagent_id"))
+        if output.get("type") != "SubagentCompleted" or sub is None:
+            return [ended]
+        # a `spawn_subagent` call that ended with its sub-agent: the two ids linked
+        link = SubagentStarted(session_id=lead, at=None, call_id=call_id, subagent_id=sub)
+        return [link, ended]
 
     def _prompt(self, update: Mapping[str, Any], at: float) -> list[Event]:
         """A prompt's first chunk starts its turn (a turn left open ends there: its
@@ -221,7 +242,8 @@ class MetaReader:
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
             return []
-        self.mark_child(nonempty(record.get("child_session_id")) or self.subagent_id)
+        child = nonempty(record.get("child_session_id")) or self.subagent_id
+        self.mark_child(child, self.session_id)
         started = timestamp(record.get("started_at"))
         events: list[Event] = [
             SubagentStarted(
