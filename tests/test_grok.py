@@ -262,7 +262,7 @@ def test_turns_from_the_prompt_to_turn_completed() -> None:
     assert isinstance(started, TurnStarted) and started.prompt == "SCENARIO:shell run echo hi"
     assert isinstance(ended, TurnEnded) and ended.outcome == "completed"  # stop_reason end_turn
     assert isinstance(response, ModelResponded) and response.requested_at == started.at
-    assert shared.prompt_at is None  # no turn open any more
+    assert shared.turns.open_at is None  # no turn open any more
     _, _, failed = updates("api-error")
     assert [e.outcome for e in failed if isinstance(e, TurnEnded)] == ["failed"]  # "error"
 
@@ -275,6 +275,35 @@ def test_a_rejected_call_and_two_cancelled_turns() -> None:
     ends = [e.outcome for e in events if isinstance(e, TurnEnded)]
     assert ends == ["completed", "interrupted", "interrupted"]  # stop_reason "cancelled"
     assert len([e for e in events if isinstance(e, ModelResponded)]) == 2
+
+
+def both_files(scenario: str, updates_first: bool, drop: str = "") -> list[Event]:
+    """A session's phase log and updates fed in one order or the other (rows holding `drop`
+    left out), as one catch-up (phase log first: its name sorts first) or a live read does."""
+    shared = Shared(model="grok-build")
+    phase = (EventsReader(SID, None, shared), recorded(scenario, "events.jsonl"))
+    rows = [r for r in recorded(scenario, "updates.jsonl") if not drop or drop not in str(r)]
+    update = (UpdatesReader(SID, shared, lambda child, lead: None), rows)
+    first, second = (update, phase) if updates_first else (phase, update)
+    return fed(*first) + fed(*second)
+
+
+def test_one_end_per_turn_whichever_file_is_read_first() -> None:
+    for updates_first in (False, True):
+        events = both_files("tui-permission", updates_first)
+        ends = [e.outcome for e in events if isinstance(e, TurnEnded)]
+        assert ends == ["completed", "interrupted", "interrupted"], updates_first
+
+
+def test_a_turn_whose_turn_completed_is_missing_ends_with_the_phase_log() -> None:
+    """A print run can exit before writing `turn_completed`: `turn_ended` ends the turn."""
+    for updates_first in (False, True):
+        events = both_files("api-error", updates_first, drop="turn_completed")
+        assert [type(e).__name__ for e in events if isinstance(e, (TurnStarted, TurnEnded))] == [
+            "TurnStarted",
+            "TurnEnded",
+        ]
+        assert [e.outcome for e in events if isinstance(e, TurnEnded)] == ["failed"]
 
 
 def prompt_row(index: int) -> dict[str, Any]:

@@ -33,11 +33,18 @@ from ..events import (
     ModelResponded,
     SessionSeen,
     TitleSet,
+    TurnOutcome,
     Usage,
 )
 from .fields import nonempty, timestamp, title_of
+from .grok_turns import PromptTurns
 
 _RUNNING = frozenset({"waiting_for_model", "streaming_text", "streaming_reasoning"})
+_PHASE_OUTCOME: dict[str, TurnOutcome] = {
+    "completed": "completed",
+    "error": "failed",
+    "cancelled": "interrupted",
+}
 _QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.DOTALL)
 Marker = Callable[[str, str | None], None]
 """Marks a session id as a sub-agent's own folder, of the lead session given if known
@@ -59,7 +66,7 @@ class Shared:
     tasks_at: float | None = None
     model: str | None = None
     first_prompt: str | None = None
-    prompt_at: float | None = None  # when the prompt turn `updates.jsonl` opened began
+    turns: PromptTurns = field(default_factory=PromptTurns)
     usage: list[tuple[str, float, float | None, Usage]] = field(default_factory=list)
     """Turn usage waiting for a model: message id, time, request time, usage."""
 
@@ -114,7 +121,7 @@ class Shared:
 
     def turn_usage(self, message_id: str, at: float, usage: Usage) -> list[Event]:
         """A turn's usage (all its model calls), written at its end: it spans the turn."""
-        self.usage.append((message_id, at, self.prompt_at, usage))
+        self.usage.append((message_id, self.turns.usage_at(at), self.turns.started_at, usage))
         return self.responses(message_id.split("/", 1)[0])
 
     def set_model(self, session_id: str, model: object) -> list[Event]:
@@ -155,6 +162,8 @@ class EventsReader:
             self.shared.waiting_for = nonempty(record.get("tool_name")) or self.shared.waiting_for
         elif kind == "turn_ended":
             self.shared.turn_open, self.shared.phase, self.shared.phase_at = False, None, self.at
+            outcome = _PHASE_OUTCOME.get(str(record.get("outcome")), "completed")
+            events += self.shared.turns.phase_ended(self.session_id, self.at, outcome)
         if self.shared.status() != before:
             events += self.shared.live()
         return events
@@ -170,6 +179,7 @@ class EventsReader:
         events += self.shared.set_model(self.session_id, model)
         self.shared.turn_open, self.shared.phase, self.shared.phase_at = True, None, self.at
         self.shared.waiting_for = None
+        self.shared.turns.phase_start = self.at
         return events
 
 

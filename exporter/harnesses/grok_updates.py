@@ -22,7 +22,6 @@ from ..events import (
     ToolCallEnded,
     ToolCallStarted,
     ToolOutcome,
-    TurnEnded,
     TurnOutcome,
     TurnStarted,
     Usage,
@@ -121,35 +120,29 @@ class UpdatesReader:
         return [link, ended]
 
     def _prompt(self, update: Mapping[str, Any], at: float) -> list[Event]:
-        """A prompt's first chunk starts its turn (a turn left open ends there: its
-        `turn_completed` was never written, which a print run can do)."""
+        """A prompt's first chunk starts its turn (`grok_turns` says how it ends); a turn still
+        open ends there (its `turn_completed` and `turn_ended` were never read)."""
         meta = update.get("_meta")
         index = meta.get("promptIndex") if isinstance(meta, dict) else None
         if not isinstance(index, int) or isinstance(index, bool) or index == self.prompt:
             return []
-        events = self._ended(at, "completed")
-        self.prompt, self.shared.prompt_at = index, at
+        turns, self.prompt = self.shared.turns, index
+        events = turns.ended(self.session_id, at, "completed")
         content = update.get("content")
         text = content.get("text") if isinstance(content, dict) else None
         record = f"{self.session_id}/prompt/{index}"
         prompt = text if isinstance(text, str) else None
-        return [
-            *events,
-            TurnStarted(session_id=self.session_id, at=at, record_id=record, prompt=prompt),
-        ]
-
-    def _ended(self, at: float, outcome: TurnOutcome) -> list[Event]:
-        if self.prompt is None or self.shared.prompt_at is None:
-            return []
-        self.shared.prompt_at = None
-        return [TurnEnded(session_id=self.session_id, at=at, outcome=outcome)]
+        events.append(
+            TurnStarted(session_id=self.session_id, at=at, record_id=record, prompt=prompt)
+        )
+        return events + turns.started(self.session_id, at)
 
     def _completed(self, update: Mapping[str, Any], at: float) -> list[Event]:
         """`turn_completed`: the turn's usage, then its end (a turn with no prompt row, such as
         the wake-up after a background task, gives its usage only)."""
         stop = update.get("stop_reason")
         outcome = _TURN_OUTCOME.get(stop if isinstance(stop, str) else "", "completed")
-        return self._usage(update, at) + self._ended(at, outcome)
+        return self._usage(update, at) + self.shared.turns.ended(self.session_id, at, outcome)
 
     def _usage(self, update: Mapping[str, Any], at: float) -> list[Event]:
         usage, prompt = update.get("usage"), update.get("prompt_id")
