@@ -5,12 +5,13 @@ the real binary; `docs/agents.md` lists where the documented layout was wrong). 
 everything else under the home is left alone (`auth.json`, `*.lock`, `*.tmp`, the search
 database, the shared log, `system_prompt.txt`, `terminal/`):
 
-- `active_sessions.json`: the live index, an array (`[]` when no session is open; its entries'
-  shape `{session_id, pid, cwd, opened_at}` is the documented one, not recorded yet); one
+- `active_sessions.json`: the live index, an array of `{session_id, pid, cwd, opened_at}`
+  (`[]` when no session is open; a print run lists itself only with `GROK_TRACK_HEADLESS`); one
   pid can hold several sessions. Each session becomes one `LiveIndexRead` (its own `source`), a
   session that left the array a `LiveIndexRemoved`.
 - `sessions/<encoded cwd>/<session id>/`: the session's own files, read by `grok_session`'s
-  readers (which also says how the live status is made of the index and the phase log).
+  and `grok_updates`' readers (`grok_session` also says how the live status is made of the
+  index and the phase log, `grok_turns` how a turn is made of two files).
 """
 
 from __future__ import annotations

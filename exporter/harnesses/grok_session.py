@@ -2,7 +2,8 @@
 (`grok.Grok` says which file is which), and `Shared`, what the readers of one session know
 together. Shapes as Grok Build 0.2.111 writes them (`fixtures/grok/0.2.111/`):
 
-- `events.jsonl`: the phase log: whether a turn runs and its phase (the live status).
+- `events.jsonl`: the phase log: whether a turn runs and its phase (the live status), and
+  the ends of its turns (`grok_turns`).
 - `updates.jsonl` and `subagents/<id>/meta.json`: `grok_updates`'s readers.
 - `summary.json`: cwd, model, title; `session_kind: "subagent"` marks a sub-agent's own folder.
 - `prompt_context.json`: print mode or not. `chat_history.jsonl`: the first prompt.
