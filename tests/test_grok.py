@@ -34,7 +34,8 @@ from exporter.harnesses.grok_session import (
     Shared,
     SummaryReader,
 )
-from exporter.harnesses.grok_updates import MetaReader, UpdatesReader
+from exporter.harnesses.grok_subagents import MetaReader
+from exporter.harnesses.grok_updates import UpdatesReader
 from exporter.runtime.engine import Engine, Source
 from exporter.state.state import State
 
@@ -233,7 +234,7 @@ def test_phase_log_turns_and_status() -> None:
 
 def updates(scenario: str, session: int = 0) -> tuple[UpdatesReader, Shared, list[Event]]:
     shared = Shared(model="grok-build")
-    reader = UpdatesReader(SID, shared, lambda child, lead: None)
+    reader = UpdatesReader(SID, shared, lambda child, lead, background: None)
     return reader, shared, fed(reader, recorded(scenario, "updates.jsonl", session))
 
 
@@ -283,7 +284,7 @@ def both_files(scenario: str, updates_first: bool, drop: str = "") -> list[Event
     shared = Shared(model="grok-build")
     phase = (EventsReader(SID, None, shared), recorded(scenario, "events.jsonl"))
     rows = [r for r in recorded(scenario, "updates.jsonl") if not drop or drop not in str(r)]
-    update = (UpdatesReader(SID, shared, lambda child, lead: None), rows)
+    update = (UpdatesReader(SID, shared, lambda child, lead, background: None), rows)
     first, second = (update, phase) if updates_first else (phase, update)
     return fed(*first) + fed(*second)
 
@@ -332,7 +333,7 @@ def test_turn_usage_without_the_cached_part() -> None:
 
 def test_usage_waits_for_the_model() -> None:
     shared = Shared()
-    reader = UpdatesReader(SID, shared, lambda child, lead: None)
+    reader = UpdatesReader(SID, shared, lambda child, lead, background: None)
     assert not any(
         isinstance(e, ModelResponded) for e in fed(reader, recorded("answer", "updates.jsonl"))
     )
@@ -350,7 +351,7 @@ def test_an_api_error_that_ended_the_retries() -> None:
 def test_background_tasks() -> None:
     """`task_backgrounded` / `task_completed` as recorded; `background_tasks` as documented."""
     shared = Shared(entry=LiveIndexRead(pid=1, session_id=SID, started_at=None, status=None))
-    reader = UpdatesReader(SID, shared, lambda child, lead: None)
+    reader = UpdatesReader(SID, shared, lambda child, lead, background: None)
     rows = recorded("background-shell", "updates.jsonl")
     kinds = [r["params"]["update"]["sessionUpdate"] for r in rows]
     backgrounded, completed = kinds.index("task_backgrounded"), kinds.index("task_completed")
@@ -369,9 +370,10 @@ def test_a_subagents_own_folder_gives_its_tool_calls_only() -> None:
     lead, child = (recorded("subagent", "summary.json", i)[0]["info"]["id"] for i in (0, 1))
     lead_updates = grok.reader(PurePosixPath(f"sessions/x/{lead}/updates.jsonl"))
     events = fed(lead_updates, recorded("subagent", "updates.jsonl"))
-    (link,) = [e for e in events if isinstance(e, SubagentStarted)]  # SubagentCompleted
+    links = [e for e in events if isinstance(e, SubagentStarted)]  # spawned, SubagentCompleted
     (spawn,) = [e for e in events if isinstance(e, ToolCallStarted)]
-    assert (link.call_id, link.subagent_id) == (spawn.call_id, child)
+    assert {(e.call_id, e.subagent_id) for e in links} == {(spawn.call_id, child)}
+    assert links[0].background is False  # `_meta.subagentBackground`
     assert (grok.of(child).child, grok.of(child).parent) == (True, lead)
     for name in ("events.jsonl", "chat_history.jsonl", "summary.json"):
         reader = grok.reader(PurePosixPath(f"sessions/x/{child}/{name}"))
@@ -388,6 +390,26 @@ def test_a_subagents_own_folder_gives_its_tool_calls_only() -> None:
     assert fed(summary, recorded("subagent", "summary.json", 1)) == []  # session_kind subagent
     updates_alone = alone.reader(PurePosixPath(f"sessions/x/{child}/updates.jsonl"))
     assert fed(updates_alone, recorded("subagent", "updates.jsonl", 1)) == []
+
+
+def test_a_background_subagents_usage_is_its_own() -> None:
+    """`background: true`: the lead's turn ended before the child ran, so its usage did not
+    count the child's; the child's own `turn_completed` is read, as the sub-agent's."""
+    grok = Grok()
+    lead, child = (
+        recorded("subagent-background", "summary.json", i)[0]["info"]["id"] for i in (0, 1)
+    )
+    lead_updates = grok.reader(PurePosixPath(f"sessions/x/{lead}/updates.jsonl"))
+    spawned = fed(lead_updates, recorded("subagent-background", "updates.jsonl"))
+    assert [e.background for e in spawned if isinstance(e, SubagentStarted)] == [True]
+    reader = grok.reader(PurePosixPath(f"sessions/x/{child}/updates.jsonl"))
+    (usage,) = [
+        e
+        for e in fed(reader, recorded("subagent-background", "updates.jsonl", 1))
+        if isinstance(e, ModelResponded)
+    ]
+    assert (usage.session_id, usage.subagent_id, usage.main) == (lead, child, False)
+    assert usage.usage == Usage(input=2900, output=85, cache_read=600)  # 3500 in, 600 cached
 
 
 def test_subagent_meta() -> None:
@@ -411,10 +433,10 @@ def test_summary_title_is_the_prompt_unless_generated() -> None:
     fed(ChatHistoryReader(SID, shared), recorded("answer", "chat_history.jsonl"))
     assert shared.first_prompt == "SCENARIO:simple say hello"
     summary = recorded("answer", "summary.json")[0]
-    seen, *rest = SummaryReader(SID, shared, lambda child, lead: None).feed(summary)
+    seen, *rest = SummaryReader(SID, shared, lambda child, lead, background: None).feed(summary)
     assert isinstance(seen, SessionSeen) and seen.cwd == "/home/user/work/shop-api"
     assert rest == []  # generated_title is the prompt: the chat history's prompt title stands
-    titled = SummaryReader(SID, shared, lambda child, lead: None).feed(
+    titled = SummaryReader(SID, shared, lambda child, lead, background: None).feed(
         {**summary, "generated_title": "Fix it"}
     )
     assert TitleSet(session_id=SID, title="Fix it", source="harness") in titled

@@ -31,7 +31,8 @@ from .grok_session import (
     Shared,
     SummaryReader,
 )
-from .grok_updates import MetaReader, UpdatesReader
+from .grok_subagents import MetaReader
+from .grok_updates import UpdatesReader
 
 INDEX = "active_sessions.json"
 _SESSION_FILES: dict[str, FileKind] = {
@@ -84,12 +85,13 @@ class Grok(Defaults):
             return PromptContextReader(session_id, shared)
         return ChatHistoryReader(session_id, shared)
 
-    def mark_child(self, session_id: str, parent: str | None) -> None:
-        """A sub-agent's own session folder (of `parent`, if known): its readers read only its
-        tool calls from now on."""
+    def mark_child(self, session_id: str, parent: str | None, background: bool | None) -> None:
+        """A sub-agent's own session folder (of `parent`, run in the `background`, if known):
+        its readers read only its tool calls (and, background, its usage) from now on."""
         shared = self.of(session_id)
         shared.child = True
         shared.parent = parent or shared.parent
+        shared.background = shared.background if background is None else background
 
     def of(self, session_id: str) -> Shared:
         found = self.shared.get(session_id)

@@ -9,9 +9,9 @@ together. Shapes as Grok Build 0.2.111 writes them (`fixtures/grok/0.2.111/`):
 - `prompt_context.json`: print mode or not. `chat_history.jsonl`: the first prompt.
 
 Of a sub-agent's own session folder (a sibling of its lead's) only the tool calls are read, as
-the sub-agent's, once the lead's files named it (`subagent_spawned`, `meta.json`): the lead's
-turn usage already counts its tokens. `Shared.child` says the folder is one, set by those or by
-the folder's own `summary.json`; `Shared.parent` is its lead.
+the sub-agent's, once the lead's files named it (`subagent_spawned`, `meta.json`), and for a
+background one its usage too (`grok_subagents` says why). `Shared.child` says the folder is
+one, set by those or by the folder's own `summary.json`; `Shared.parent` is its lead.
 
 The live status is made of two files, the index (which process holds the session) and the
 phase log (what it is doing), read by different readers in any order. Both write into one
@@ -23,7 +23,7 @@ entry per session, with the latest status. The usage of a turn waits there for i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from ..events import (
     Usage,
 )
 from .fields import nonempty, timestamp, title_of
+from .grok_subagents import Marker
 from .grok_turns import PromptTurns
 
 _RUNNING = frozenset({"waiting_for_model", "streaming_text", "streaming_reasoning"})
@@ -47,9 +48,6 @@ _PHASE_OUTCOME: dict[str, TurnOutcome] = {
     "cancelled": "interrupted",
 }
 _QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.DOTALL)
-Marker = Callable[[str, str | None], None]
-"""Marks a session id as a sub-agent's own folder, of the lead session given if known
-(`Grok.mark_child`)."""
 
 
 @dataclass
@@ -59,6 +57,7 @@ class Shared:
     entry: LiveIndexRead | None = None  # from the index, status left out
     child: bool = False  # a sub-agent's own folder: only its tool calls are read
     parent: str | None = None  # its lead session, when a lead's file named it
+    background: bool = False  # a background sub-agent's: its own usage is read too
     turn_open: bool = False
     phase: str | None = None
     waiting_for: str | None = None
@@ -196,7 +195,7 @@ class SummaryReader:
         if not isinstance(record, dict):
             return []
         if record.get("session_kind") in ("subagent", "subagent_fork"):
-            self.mark_child(self.session_id, None)
+            self.mark_child(self.session_id, None, None)
         if self.shared.child:
             return []
         info = record.get("info")

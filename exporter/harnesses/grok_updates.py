@@ -1,11 +1,10 @@
 """Grok Build's `updates.jsonl` (one session's ACP update stream, as 0.2.111 writes it): its
 `session/update` and `_x.ai/session/update` rows: the turns (a prompt's first
 `user_message_chunk`, by its `promptIndex`, to `turn_completed`), tool calls (`tool_call` /
-`tool_call_update`, by `toolCallId`), the usage of each completed turn (`turn_completed`: the
-lead's counts its sub-agents' too), an API error that ended the retries (`retry_state` of type
-`failed`), sub-agents spawned (their own folders are then not read), background tasks
-(`task_backgrounded` / `task_completed`); and
-`subagents/<id>/meta.json`, a sub-agent of the session: its type, title and how it ended.
+`tool_call_update`, by `toolCallId`), the usage of each completed turn (`turn_completed`: a
+lead's counts its foreground sub-agents' too), an API error that ended the retries
+(`retry_state` of type `failed`), sub-agents spawned (`grok_subagents`), background tasks
+(`task_backgrounded` / `task_completed`).
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ from typing import Any
 from ..events import (
     Event,
     ModelFailed,
-    SubagentEnded,
-    SubagentOutcome,
+    ModelResponded,
     SubagentStarted,
     ToolCallEnded,
     ToolCallStarted,
@@ -27,17 +25,10 @@ from ..events import (
     Usage,
 )
 from .fields import count, nonempty, timestamp
-from .grok_session import Marker, Shared
+from .grok_session import Shared
+from .grok_subagents import SPAWN, Marker, Spawns
 
 _ENDED_TOOL = frozenset({"completed", "failed"})
-_SUBAGENT_OUTCOME: dict[str, SubagentOutcome] = {
-    "completed": "completed",
-    "failed": "failed",
-    "error": "failed",
-    "cancelled": "cancelled",
-    "killed": "cancelled",
-    "interrupted": "cancelled",
-}
 _TURN_OUTCOME: dict[str, TurnOutcome] = {
     "end_turn": "completed",
     "error": "failed",
@@ -57,6 +48,7 @@ class UpdatesReader:
         self.mark_child = mark_child
         self.calls: dict[str, bool] = {}  # tool call id → ended
         self.prompt: int | None = None  # the prompt index of the open turn
+        self.spawns = Spawns()
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict) or record.get("method") not in UPDATE_METHODS:
@@ -69,23 +61,28 @@ class UpdatesReader:
         kind = nonempty(update.get("sessionUpdate"))
         if at is None or kind is None:
             return []
-        if self.shared.child and (self.shared.parent is None or kind not in _SUBAGENT_ROWS):
-            return []  # a sub-agent's folder: its tool calls only, once its lead is known
+        if self.shared.child and not self._sub_row(kind):
+            return []  # a sub-agent's folder: its tool calls (usage) only, once its lead is known
         if kind == "subagent_spawned":
-            child = nonempty(update.get("child_session_id"))
-            if child is not None:
-                self.mark_child(child, self.session_id)
-            return []
+            return self.spawns.spawned(self.session_id, update, at, self.mark_child)
         handler = _HANDLERS.get(kind)
         if handler is not None:
             return handler(self, update, at)
         return self._tasks(kind, update, at)
+
+    def _sub_row(self, kind: str) -> bool:
+        """A row of a sub-agent's folder that is read: its tool calls, a background one's usage."""
+        if self.shared.parent is None:
+            return False
+        return kind in _SUBAGENT_ROWS or (kind == "turn_completed" and self.shared.background)
 
     def _tool_call(self, update: Mapping[str, Any], at: float) -> list[Event]:
         call_id, tool = nonempty(update.get("toolCallId")), _tool_name(update)
         if call_id is None or tool is None or call_id in self.calls:
             return []
         self.calls[call_id] = False
+        if tool == SPAWN:
+            self.spawns.called(call_id, update)
         lead, sub = self._owner()
         return [
             ToolCallStarted(session_id=lead, at=at, call_id=call_id, tool=tool, subagent_id=sub)
@@ -155,7 +152,10 @@ class UpdatesReader:
             cache_read=cached,
             reasoning=count(usage.get("reasoningTokens")),
         )
-        return self.shared.turn_usage(f"{self.session_id}/{prompt}", at, counted)
+        message_id = f"{self.session_id}/{prompt}"
+        if self.shared.child:  # a background sub-agent's turn: the lead's did not count it
+            return _subagent_usage(self.shared, self.session_id, message_id, at, counted, usage)
+        return self.shared.turn_usage(message_id, at, counted)
 
     def _retry(self, update: Mapping[str, Any], at: float) -> list[Event]:
         if update.get("type") != "failed":
@@ -199,6 +199,28 @@ _HANDLERS: dict[str, Callable[[UpdatesReader, Mapping[str, Any], float], list[Ev
 }
 
 
+def _subagent_usage(
+    shared: Shared, child: str, message_id: str, at: float, counted: Usage, usage: Mapping[str, Any]
+) -> list[Event]:
+    """A background sub-agent's turn usage, as its lead's sub-agent's; the model from the
+    usage's own `modelUsage` (its folder's other files are not read)."""
+    models = usage.get("modelUsage")
+    names = [m for m in models if isinstance(m, str)] if isinstance(models, dict) else []
+    if shared.parent is None or len(names) != 1:
+        return []
+    return [
+        ModelResponded(
+            session_id=shared.parent,
+            at=at,
+            message_id=message_id,
+            model=names[0],
+            usage=counted,
+            subagent_id=child,
+            main=False,
+        )
+    ]
+
+
 def _update_time(record: Mapping[str, Any], params: Mapping[str, Any]) -> float | None:
     """The row's time: `_meta.agentTimestampMs` (milliseconds), else `timestamp` (seconds)."""
     meta = params.get("_meta")
@@ -222,41 +244,3 @@ def _tool_name(update: Mapping[str, Any]) -> str | None:
     tool = meta.get("x.ai/tool") if isinstance(meta, dict) else None
     name = tool.get("name") if isinstance(tool, dict) else None
     return nonempty(name) or nonempty(update.get("title"))
-
-
-class MetaReader:
-    """`subagents/<id>/meta.json`: rewritten as the sub-agent runs and when it ends."""
-
-    def __init__(self, session_id: str, subagent_id: str, mark_child: Marker) -> None:
-        self.session_id = session_id
-        self.subagent_id = subagent_id
-        self.mark_child = mark_child
-
-    def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict):
-            return []
-        child = nonempty(record.get("child_session_id")) or self.subagent_id
-        self.mark_child(child, self.session_id)
-        started = timestamp(record.get("started_at"))
-        events: list[Event] = [
-            SubagentStarted(
-                session_id=self.session_id,
-                at=started,
-                subagent_id=self.subagent_id,
-                subagent_type=nonempty(record.get("subagent_type")) or "general-purpose",
-                title=nonempty(record.get("description")),
-            )
-        ]
-        ended = timestamp(record.get("completed_at"))
-        status = record.get("status")
-        outcome = _SUBAGENT_OUTCOME.get(status if isinstance(status, str) else "")
-        if ended is not None and outcome is not None:
-            events.append(
-                SubagentEnded(
-                    session_id=self.session_id,
-                    at=ended,
-                    subagent_id=self.subagent_id,
-                    outcome=outcome,
-                )
-            )
-        return events
