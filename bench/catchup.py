@@ -53,9 +53,9 @@ def build(home: Path, sessions: int) -> None:
         sub = folder / "subagents"
         if sub.is_dir():
             out = project / sid / "subagents"
-            out.mkdir(parents=True, exist_ok=True)
-            for f in sub.iterdir():
-                (out / f.name).write_bytes(_fresh(f.read_bytes(), *args))
+            for f in (f for f in sub.rglob("*") if f.is_file()):  # workflows' agents one deeper
+                (out / f.relative_to(sub)).parent.mkdir(parents=True, exist_ok=True)
+                (out / f.relative_to(sub)).write_bytes(_fresh(f.read_bytes(), *args))
 
 
 def measure(home: Path) -> dict[str, float]:

@@ -51,7 +51,10 @@ class UpdatesReader:
         self.spawns = Spawns()
 
     def feed(self, record: object) -> list[Event]:
-        if not isinstance(record, dict) or record.get("method") not in UPDATE_METHODS:
+        if not isinstance(record, dict):
+            return []
+        method = record.get("method")
+        if not isinstance(method, str) or method not in UPDATE_METHODS:  # a list is no method
             return []
         params = record.get("params")
         update = params.get("update") if isinstance(params, dict) else None
