@@ -44,6 +44,8 @@ def snapshot() -> dict[str, Any]:
     for provider in data.providers:
         models = [_model(m) for m in provider.models]
         entry: dict[str, Any] = {"id": provider.id, "models": [m for m in models if m]}
+        if provider.model_match is not None:
+            entry["match"] = _clause(provider.model_match)
         if provider.fallback_model_providers:
             entry["fallback"] = list(provider.fallback_model_providers)
         providers.append(entry)
@@ -190,6 +192,19 @@ def test_recorded_models_are_found_as_genai_prices_finds_them(provider: str, nam
     theirs_found = source.find_model(name, all_providers=data.providers)
     ours = Prices.load().model(provider, name)
     assert theirs_found is not None and ours is not None and ours.id == theirs_found.id
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["claude-opus-4-8", "gpt-5.5", "gemini-3.1-pro-preview", "mistral-medium-latest", "grok-4"],
+)
+def test_a_model_of_no_named_provider_is_found_by_the_provider_s_rule(name: str) -> None:
+    """As genai-prices' `calc_price` without a provider: the first provider whose rule takes
+    the name."""
+    provider = next(p for p in data.providers if p.model_match and p.model_match.is_match(name))
+    want = provider.find_model(name, all_providers=data.providers)
+    ours = Prices.load().model(None, name)
+    assert want is not None and ours is not None and ours.id == want.id
 
 
 def test_a_model_without_prices_has_none() -> None:

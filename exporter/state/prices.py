@@ -107,10 +107,12 @@ class Prices:
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.source: str = document["source"]
+        self._document = document
         self._raw = {p["id"]: p["models"] for p in document["providers"]}
         self._models: dict[str, list[Model]] = {}  # made when a provider is first asked for
         self._fallbacks = {p["id"]: p.get("fallback", []) for p in document["providers"]}
-        self._found: dict[tuple[str, str], Model | None] = {}
+        self._rules = [(p["id"], p["match"]) for p in document["providers"] if "match" in p]
+        self._found: dict[tuple[str | None, str], Model | None] = {}
 
     @classmethod
     def load(cls, path: Path = SNAPSHOT) -> Prices:
@@ -119,19 +121,21 @@ class Prices:
     def overridden(self, models: list[tuple[str, dict[str, Any]]]) -> Prices:
         """These prices with `models` (provider, model in the snapshot's form: `price_file`)
         found before the snapshot's, in their order."""
-        document: dict[str, Any] = {"source": self.source, "providers": []}
-        for provider, raw in self._raw.items():
-            mine = [m for p, m in models if p == provider]
-            entry = {"id": provider, "models": mine + raw, "fallback": self._fallbacks[provider]}
-            document["providers"].append(entry)
-        known = set(self._raw)
-        for provider in dict.fromkeys(p for p, _ in models if p not in known):
-            mine = [m for p, m in models if p == provider]
-            document["providers"].append({"id": provider, "models": mine})
-        return Prices(document)
+        providers = [dict(p) for p in self._document["providers"]]
+        known = {p["id"]: p for p in providers}
+        for provider, _ in models:
+            known.setdefault(provider, {"id": provider, "models": []})
+        for provider, entry in known.items():
+            entry["models"] = [m for p, m in models if p == provider] + entry["models"]
+        return Prices({"source": self.source, "providers": list(known.values())})
 
-    def model(self, provider: str, name: str) -> Model | None:
+    def model(self, provider: str | None, name: str) -> Model | None:
+        """Model `name` of `provider`; of no named provider, of the first whose rule takes the
+        name (genai-prices' `model_match`: `claude` is Anthropic's)."""
         key = (provider, name)
+        if provider is None:
+            lower = name.lower()
+            provider = next((p for p, rule in self._rules if matches(rule, lower)), "")
         if key not in self._found:
             found = self._match(provider, name.lower())
             for fallback in self._fallbacks.get(provider, []) if found is None else []:
@@ -145,7 +149,7 @@ class Prices:
             self._models[provider] = [_model(m) for m in self._raw.get(provider, [])]
         return self._models[provider]
 
-    def rates(self, provider: str, name: str, at: float) -> Rates | None:
+    def rates(self, provider: str | None, name: str, at: float) -> Rates | None:
         """The prices of model `name` of `provider` at `at`; None when it has none."""
         model = self.model(provider, name)
         return None if model is None else model.rates(at)
