@@ -5,6 +5,7 @@ Live series (one per live session, gone when the session stops being live):
     coding_agent_session_state{agent,session_id,project,state,reason} 1
     coding_agent_session_state_since_timestamp_seconds{agent,session_id,project}
     coding_agent_session_last_activity_timestamp_seconds{agent,session_id,project}
+    coding_agent_session_cost_usd{agent,session_id,project}
     coding_agent_subagents_running{agent,subagent_type}
 History counters (rebuilt from the files, so equal after a restart):
     coding_agent_{tokens,messages,turns,tool_calls,subagents,sessions}_total, and the
@@ -12,6 +13,7 @@ History counters (rebuilt from the files, so equal after a restart):
     coding_agent_reviews_total{agent,outcome} once an agent ran an automatic review.
     coding_agent_compactions_total{agent} and coding_agent_compaction_tokens_total{agent,type}
     once an agent compacted a conversation.
+Cost and the 5-hour usage windows: `spend`.
 Exporter health: coding_agent_exporter_{build_info,files_watched,bytes_read_total,
     records_total,parse_errors_total,reader_up}.
 """
@@ -38,6 +40,7 @@ from ..state.labels import STATES, ProjectLabel
 from ..state.liveness import Probe
 from ..state.state import State
 from ..state.totals import Histogram, Totals
+from .spend import Limit, families, shown
 
 
 class StateCollector:
@@ -49,20 +52,24 @@ class StateCollector:
         *,
         clock: Callable[[], float] = time.time,
         probe: Probe,
+        limit: Limit = None,
     ) -> None:
         self.state, self.agents, self.project = state, list(agents), project
-        self.clock, self.probe = clock, probe
+        self.clock, self.probe, self.limit = clock, probe, limit
 
     def collect(self) -> Iterator[Metric]:
         """The state's lock is held only to decide liveness and copy what the scrape shows
         (the live sessions' few fields, the totals' tallies); the families are built and
         rendered after it is let go, so the reading loop never waits for a render."""
+        now = self.clock()
         with self.state.lock:
-            self.state.refresh(self.clock(), self.probe)
+            self.state.refresh(now, self.probe)
             live = self._live_rows()
             totals = _copy(self.state.totals)
+            spend = shown(self.state.spend, now)
         yield from self._live(live)
         yield from self._totals(totals)
+        yield from families(spend, self.project, now, self.limit)
 
     def _live_rows(self) -> list[_LiveRow]:
         """Under the lock: what the live series show of each live session, in series order."""
@@ -77,7 +84,8 @@ class StateCollector:
                 if sub.state == "running"
             ]
             cwd = session.cwd or entry.cwd
-            rows.append(_LiveRow(agent, session_id, cwd, state, reason, state_at, latest, running))
+            row = (agent, session_id, cwd, state, reason, state_at, latest, running, session.cost)
+            rows.append(_LiveRow(*row))
         return rows
 
     def _live(self, rows: list[_LiveRow]) -> Iterator[Metric]:
@@ -99,6 +107,11 @@ class StateCollector:
             "Time of the live session's latest record or status change.",
             labels=["agent", "session_id", "project"],
         )
+        cost = GaugeMetricFamily(
+            "coding_agent_session_cost_usd",
+            "Estimated cost of the live session so far in USD (its sub-agents included).",
+            labels=["agent", "session_id", "project"],
+        )
         running = GaugeMetricFamily(
             "coding_agent_subagents_running",
             "Sub-agents still running in live sessions.",
@@ -115,6 +128,7 @@ class StateCollector:
                 since.add_metric(ids, row.state_at)
             if row.latest is not None:
                 last.add_metric(ids, row.latest)
+            cost.add_metric(ids, row.cost)
             for kind in row.running:
                 subagents[(agent, kind)] += 1
         for agent in self.agents:
@@ -122,7 +136,7 @@ class StateCollector:
                 per_state.add_metric([agent, state], counts[(agent, state)])
         for key, value in sorted(subagents.items()):
             running.add_metric(list(key), value)
-        yield from (per_state, one, since, last, running)
+        yield from (per_state, one, since, last, cost, running)
 
     def _totals(self, totals: Totals) -> Iterator[Metric]:
         yield _counter(
@@ -212,6 +226,7 @@ class _LiveRow(NamedTuple):
     state_at: float | None
     latest: float | None  # the latest record or status change
     running: list[str]  # the types of its sub-agents still running
+    cost: float
 
 
 def _copy(totals: Totals) -> Totals:

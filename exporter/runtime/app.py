@@ -48,18 +48,21 @@ class App:
         cache: bool = False,
     ) -> None:
         self.config, self.clock, self.probe, self.spans = config, clock, probe, spans
-        self.state = State(spans.writer if spans is not None else None)
+        self.state = State(spans.writer if spans is not None else None, config.pricing)
         if spans is not None:
             self.state.traced_since = spans.writer.since  # exemplars link to those traces
         self.stats = Stats()
         sources = self._sources()
         store = None  # no catch-up cache under traces: spans need the turns seen as they are read
         if cache and spans is None and config.state_dir is not None:
-            store = Cache(config.state_dir, [(s.harness.name, s.home) for s in sources])
+            homes = [(s.harness.name, s.home) for s in sources]
+            store = Cache(config.state_dir, homes, priced_by=config.pricing)
         self.engine = Engine(sources, self.state, self.stats, store)
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)
-        collector = StateCollector(self.state, agents, config.project, clock=clock, probe=probe)
+        collector = StateCollector(
+            self.state, agents, config.project, clock=clock, probe=probe, limit=config.window_limit
+        )
         self.collector = collector
         self.registry.register(collector)
         counts = spans.exporter.counts if spans is not None else None
@@ -116,7 +119,7 @@ class App:
         rewritten file said before. Read with no observer (the turns were traced as they
         happened), then swapped in whole; the health counters go on."""
         started = time.monotonic()
-        fresh, read = State(), Stats()
+        fresh, read = State(pricing=self.config.pricing), Stats()
         fresh.traced_since = self.state.traced_since
         cache = self.engine.cache  # files fall asleep again as they are read (memory)
         engine = Engine(self._sources(), fresh, read, cache, workers=self.engine.workers)

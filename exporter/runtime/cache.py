@@ -81,6 +81,8 @@ READING = (
 """What decides what a catch-up builds: the reading loop (and through its imports the sources,
 harnesses, events and state), the configuration that makes the harnesses and what they may ask
 of the machine (`Probes`), this cache."""
+DATA = ("state/prices.json",)
+"""Data the reading uses: the prices the state's costs come from."""
 VERSION_ONLY = "__init__.py"
 """The package's own module holds only its version: a new version that reads the same keeps
 the cache."""
@@ -91,10 +93,17 @@ def code_digest() -> str:
     """A digest of the source of the modules that decide what a catch-up builds (`reading`) and
     of the Python running it."""
     digest = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
-    for name in sorted(reading()):
+    for name in [*sorted(reading()), *DATA]:
         digest.update(name.encode() + b"\0")
         digest.update((PACKAGE / name).read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
 
 
 def reading() -> set[str]:
@@ -159,12 +168,17 @@ def _sources(package: Path) -> frozenset[str]:
 class Cache:
     """The cache file of one set of agent homes, `sources` as (agent, home) pairs."""
 
-    def __init__(self, folder: Path, sources: Sequence[tuple[str, Path]]) -> None:
+    def __init__(
+        self, folder: Path, sources: Sequence[tuple[str, Path]], priced_by: str | None = None
+    ) -> None:
+        """`priced_by`: the user's pricing file, if any (its content is part of the key: the
+        state holds what the responses cost)."""
         self.homes = [home.resolve() for _, home in sources]
         key = "\n".join(f"{agent}\t{home}" for agent, home in sources)
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.path = folder.expanduser().resolve() / f"catch-up-{name}.cache"
-        self.header = f"{code_digest()}\n{key}\n".encode()
+        pricing = _file_digest(Path(priced_by)) if priced_by else "-"
+        self.header = f"{code_digest()}\n{pricing}\n{key}\n".encode()
 
     def load(self) -> Snapshot | None:
         """The snapshot written by this very code for these homes, or None."""

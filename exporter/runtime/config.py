@@ -19,6 +19,7 @@ from .. import __version__
 from ..harnesses import HARNESSES
 from ..harnesses.base import Settings
 from ..state.labels import ProjectLabel
+from ..state.price_file import PriceFileError, overrides
 from ..traces.checkpoint import default_dir
 from .flags import Parser, Setting, Switch, command_first, fill, value_flags
 from .settings import settings_of
@@ -54,6 +55,8 @@ class Config:
     output: Path | None = None
     notify_address: tuple[str, int] = ("127.0.0.1", 9095)
     notify_command: str = "notify-send"
+    pricing: str | None = None  # the user's pricing file, read over the shipped prices
+    window_limit: int | str | None = None  # tokens per 5-hour window, or "max"
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -214,6 +217,25 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         "were sent as traces). Never inside an agent's folder.",
         metavar="DIR",
     )
+    cost = common.add_argument_group("cost (prices: genai-prices' data, shipped with the package)")
+    add(
+        "--pricing.file",
+        "",
+        "Prices of your own, over the shipped ones: YAML or JSON, USD per million tokens "
+        "per model (format in docs/cost.md).",
+        type=_pricing_file,
+        metavar="FILE",
+        group=cost,
+    )
+    add(
+        "--usage-window.token-limit",
+        "",
+        "Tokens a 5-hour usage window may use (a number, or max: the largest past window's), "
+        "published as coding_agent_usage_window_limit_tokens for alerts.",
+        type=_window_limit,
+        metavar="TOKENS",
+        group=cost,
+    )
     add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
     add("--log.format", "text", "Log format.", choices=["text", "json"])
     return common, known
@@ -366,4 +388,30 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         output=values.get("output"),
         notify_address=values.get("notify.listen_address", ("127.0.0.1", 9095)),
         notify_command=values.get("notify.command", "notify-send"),
+        pricing=values["pricing.file"] or None,
+        window_limit=values["usage_window.token_limit"],
     )
+
+
+def _pricing_file(text: str) -> str:
+    """A pricing file that can be read and holds prices: checked at start, so a mistake stops
+    the exporter with the file, the entry and the fix named."""
+    if not text:
+        return ""
+    try:
+        overrides(Path(text).expanduser().read_text(), text)
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {error.strerror}") from None
+    except PriceFileError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return str(Path(text).expanduser().resolve())
+
+
+def _window_limit(text: str) -> int | str | None:
+    if not text:
+        return None
+    if text == "max":
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r}: expected a number of tokens, or max")

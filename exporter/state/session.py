@@ -93,6 +93,7 @@ class Session:
     subs: dict[str, Subagent] | None = None  # by agent id or call id (`subagents`); None: none
     runs: dict[str, Run] | None = None  # runs of sub-agents (workflows) by run id; None: none
     counted: bool = False
+    cost: float = 0.0  # USD, estimated from its tokens (`spend`)
 
     @property
     def turns(self) -> Mapping[str, int]:

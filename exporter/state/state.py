@@ -43,6 +43,7 @@ from .liveness import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
 from .session import ZERO, OpenTool, Run, Session, Subagent
+from .spend import Spend
 from .totals import Histogram, Totals
 
 TURN_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
@@ -78,7 +79,7 @@ def tool_label(tool: str) -> str:
 
 
 class State:
-    def __init__(self, observer: Observer | None = None) -> None:
+    def __init__(self, observer: Observer | None = None, pricing: str | None = None) -> None:
         self.lock = threading.RLock()
         self.observer: Observer = observer or NoObserver()
         self.traced_since: float | None = None  # turns from then on are traces: exemplars
@@ -89,9 +90,11 @@ class State:
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
         self.totals = Totals()
+        self.spend = Spend(pricing)
         self.reviews: deque[tuple[str, ReviewEnded]] = deque(maxlen=RECENT_REVIEWS)
-        # (agent, message id) → usage so far, the id of the session it counts for, its sub-agent
-        self._usage: OrderedDict[tuple[str, str], tuple[Usage, str, Subagent | None]] = (
+        # (agent, message id) → usage so far, the id of the session it counts for, its
+        # sub-agent, when it was first seen
+        self._usage: OrderedDict[tuple[str, str], tuple[Usage, str, Subagent | None, float]] = (
             OrderedDict()
         )
         self._seen = SeenIds()
@@ -196,15 +199,15 @@ class State:
             if self._seen.add(agent, "message", event.message_id):
                 return  # a response of a finished session, read again from a copy
             sub = self._subagent_of(session, event.subagent_id)
-            known = (ZERO, session.session_id, sub)
+            known = (ZERO, session.session_id, sub, event.at)
             if not event.carried:
                 session.messages += 1
                 if sub is not None:
                     sub.messages += 1
                 self.totals.messages[(agent, event.model, session.cwd or "")] += 1
-        old, owner_id, sub = known
+        old, owner_id, sub, first_at = known
         new = old.max(event.usage)
-        self._usage[key] = (new, owner_id, sub)
+        self._usage[key] = (new, owner_id, sub, first_at)
         self._usage.move_to_end(key)
         if len(self._usage) > RECENT_MESSAGES:
             self._usage.popitem(last=False)
@@ -220,6 +223,8 @@ class State:
         for kind, value in delta.as_dict().items():
             if value:
                 self.totals.tokens[(agent, event.model, owner.cwd or "", kind)] += value
+        spent = self.spend.responded(agent, event.model, owner.cwd or "", first_at, old, new)
+        owner.cost += spent
 
     def _internal_response(self, agent: str, session: Session, event: ModelResponded) -> None:
         """Housekeeping the agent did on its own (a review): totals only, never repeated."""
@@ -230,6 +235,7 @@ class State:
         for kind, value in event.usage.as_dict().items():
             if value:
                 self.totals.tokens[(agent, event.model, cwd, kind)] += value
+        self.spend.responded(agent, event.model, cwd, event.at, ZERO, event.usage)
 
     def _subagent_of(self, session: Session, agent_id: str | None) -> Subagent | None:
         if agent_id is None:

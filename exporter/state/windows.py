@@ -112,7 +112,7 @@ class Windows:
     def largest(self, now: float) -> Window | None:
         """The window with the most tokens (all kinds) among those no longer active."""
         past = [w for w in self.windows() if not w.active(now)]
-        return max(past, key=lambda w: _total(w.tokens), default=None)
+        return max(past, key=lambda w: all_tokens(w.tokens), default=None)
 
 
 def _windows(groups: dict[tuple[int, bool], Group]) -> list[Window]:
@@ -128,5 +128,6 @@ def _windows(groups: dict[tuple[int, bool], Group]) -> list[Window]:
     return found
 
 
-def _total(tokens: Usage) -> int:
+def all_tokens(tokens: Usage) -> int:
+    """Input, output and the cache's (reasoning is a part of output)."""
     return tokens.input + tokens.output + tokens.cache_read + tokens.cache_write

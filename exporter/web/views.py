@@ -74,6 +74,7 @@ def _row(
         "turns": {o: session.turns[o] for o in ("completed", "interrupted", "failed")},
         "tool_calls": {"total": session.tool_calls, "error": session.tool_errors},
         "tokens": session.tokens.as_dict(),
+        "cost_usd": round(session.cost, 6),
         "subagents": [_subagent(s) for s in session.unique_subagents()],
         "_updated": updated,
     }
@@ -104,6 +105,7 @@ def _review(agent: str, review: ReviewEnded, state: State, project: ProjectLabel
         "turns": empty,
         "tool_calls": {"total": 0, "error": 0},
         "tokens": Usage().as_dict(),
+        "cost_usd": 0.0,
         "subagents": [],
         "parent_session_id": review.session_id,
         "outcome": review.outcome,
@@ -117,7 +119,7 @@ def _subagent(sub: Subagent) -> dict[str, Any]:
     return row
 
 
-_COLUMNS = ("STATE", "AGENT", "PROJECT", "TITLE", "MODEL", "TURNS", "TOKENS", "UPDATED")
+_COLUMNS = ("STATE", "AGENT", "PROJECT", "TITLE", "MODEL", "TURNS", "TOKENS", "COST", "UPDATED")
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -135,6 +137,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 row["model"] or "-",
                 str(sum(row["turns"].values())),
                 f"{tokens:,}",
+                f"${row['cost_usd']:,.2f}",
                 (row["updated_at"] or "-")[:19].replace("T", " "),
             )
         )
@@ -154,19 +157,20 @@ def landing_page(rows: list[dict[str, Any]], telemetry_path: str, ready: bool) -
     """A small HTML page: live sessions, waiting ones first, and a link to the metrics."""
     body = "".join(
         "<tr class='{cls}'><td>{state}</td><td>{agent}</td><td>{project}</td><td>{title}</td>"
-        "<td>{model}</td><td>{updated}</td></tr>".format(
+        "<td>{model}</td><td>{cost}</td><td>{updated}</td></tr>".format(
             cls=html.escape(r["state"]),
             state=html.escape(r["state"] + (f" — {r['reason']}" if r["reason"] else "")),
             agent=html.escape(r["agent"]),
             project=html.escape(r["project"] or ""),
             title=html.escape(_cut(r["title"] or "", 80)),
             model=html.escape(r["model"] or ""),
+            cost=f"${r['cost_usd']:,.2f}",
             updated=html.escape(r["updated_at"] or ""),
         )
         for r in rows
     )
     status = "" if ready else "<p><em>Still catching up on history…</em></p>"
-    empty = "" if rows else "<tr><td colspan='6'>No live sessions.</td></tr>"
+    empty = "" if rows else "<tr><td colspan='7'>No live sessions.</td></tr>"
     path = html.escape(telemetry_path)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>coding-agent-exporter</title>
@@ -175,6 +179,7 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}}
 tr.needs_user td:first-child{{color:#b00;font-weight:bold}}</style></head>
 <body><h1>coding-agent-exporter</h1>{status}
 <p><a href="{path}">Metrics</a></p>
-<table><tr><th>State</th><th>Agent</th><th>Project</th><th>Title</th><th>Model</th><th>Updated</th></tr>
+<table><tr><th>State</th><th>Agent</th><th>Project</th><th>Title</th><th>Model</th><th>Cost</th>
+<th>Updated</th></tr>
 {body}{empty}</table></body></html>
 """

@@ -1,0 +1,64 @@
+"""What the responses cost, and how they fill each agent's 5-hour usage windows.
+
+The state tells `Spend` each growth of a response's usage (a response's copies may report more
+tokens as they come: `state` keeps the largest); `Spend` prices the response's whole usage so far
+at the prices in force when the response first came (`prices`, found by the model's name under
+the first provider whose rule takes it) and counts what that adds to its cost, so a response
+costs what its final usage costs, tiers included. Tokens of a model with no price are counted
+apart (`unpriced`), never as a silent zero. Costs are estimates (`source="estimated"`): what
+the price list says those tokens cost, not what a subscription bills.
+
+The prices are not kept with the state (the catch-up cache holds the state): `pricing` names
+them (the snapshot, or with the user's pricing file), and `Prices` are loaded once per name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from ..events import Usage
+from .price_file import overrides
+from .prices import Prices
+from .windows import Windows, all_tokens
+
+ESTIMATED = "estimated"
+
+
+@dataclass(slots=True)
+class Spend:
+    pricing: str | None = None
+    """The user's pricing file (`--pricing.file`), read over the snapshot; None: the snapshot."""
+    cost: defaultdict[tuple[str, ...], float] = field(default_factory=lambda: defaultdict(float))
+    """USD by (agent, model, cwd, source)."""
+    unpriced: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    """Tokens of models without a price, by (agent, model)."""
+    windows: dict[str, Windows] = field(default_factory=dict)
+
+    def responded(
+        self, agent: str, model: str, cwd: str, at: float, old: Usage, new: Usage
+    ) -> float:
+        """A response first seen at `at` grew from `old` to `new`: what that adds to its cost
+        (0 when its model has no price)."""
+        delta = new.minus(old)
+        rates = loaded(self.pricing).rates(None, model, at)
+        if rates is None:
+            self.unpriced[(agent, model)] += all_tokens(delta)
+            added = 0.0
+        else:
+            added = rates.cost(new) - rates.cost(old)
+            self.cost[(agent, model, cwd, ESTIMATED)] += added
+        self.windows.setdefault(agent, Windows()).add(at, delta, added)
+        return added
+
+
+@cache
+def loaded(pricing: str | None) -> Prices:
+    """The prices named `pricing` (see `Spend.pricing`); `PriceFileError` when that file is
+    wrong (the configuration reads it first, so a start fails at once and says why)."""
+    prices = Prices.load()
+    if pricing is None:
+        return prices
+    return prices.overridden(overrides(Path(pricing).read_text(), pricing))

@@ -1,0 +1,167 @@
+"""What the responses cost: every recorded scenario's cost is its tokens at genai-prices' own
+price (its `calc_price`, which finds the provider itself), models without a price are counted
+apart, a pricing file of the user's changes the cost and the catch-up cache's key, and the
+active 5-hour window is published with its limit."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import genai_prices
+import pytest
+from genai_prices import types
+from prometheus_client import CollectorRegistry
+
+from exporter.events import ModelResponded, SessionSeen, Usage
+from exporter.prometheus.collectors import StateCollector
+from exporter.runtime.cache import Cache
+from exporter.state.labels import ProjectLabel
+from exporter.state.state import State
+from exporter.web.views import session_rows
+
+from .conftest import agent_home, agent_of, app_for
+
+HOUR = 3600.0
+T0 = datetime(2026, 11, 30, 10, 20, tzinfo=UTC).timestamp()
+
+
+def genai_cost(model: str, tokens: Counter[str], at: float) -> float | None:
+    usage = types.Usage(
+        input_tokens=tokens["input"] + tokens["cache_read"] + tokens["cache_write"],
+        output_tokens=tokens["output"],
+        cache_read_tokens=tokens["cache_read"],
+        cache_write_tokens=tokens["cache_write"],
+    )
+    try:
+        found = genai_prices.calc_price(
+            usage, model, genai_request_timestamp=datetime.fromtimestamp(at, UTC)
+        )
+    except LookupError:
+        return None
+    return float(found.total_price)
+
+
+def test_a_scenario_costs_its_tokens_at_genai_prices_price(scenario: Path) -> None:
+    app = app_for(scenario / "home")
+    spend, totals = app.state.spend, app.state.totals
+    agent = agent_of(scenario)
+    tokens: dict[str, Counter[str]] = {}
+    for (who, model, _, kind), count in totals.tokens.items():
+        tokens.setdefault(model, Counter())[kind] += count if who == agent else 0
+    windows = spend.windows.get(agent)
+    at = windows.windows()[0].first if windows is not None and windows.windows() else T0
+    for model, counts in tokens.items():
+        want = genai_cost(model, counts, at)
+        got = sum(v for (a, m, _, _), v in spend.cost.items() if (a, m) == (agent, model))
+        if want is None:
+            counted = sum(counts[k] for k in ("input", "output", "cache_read", "cache_write"))
+            assert got == 0 and spend.unpriced[(agent, model)] == counted  # reasoning: output
+        else:
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12), model
+            assert (agent, model) not in spend.unpriced
+    rows = session_rows(app.state, app.config.project, history=True)
+    sessions, total = sum(r["cost_usd"] for r in rows), sum(spend.cost.values())
+    if app.state.reviews:  # an automatic review's responses count for no session
+        assert sessions <= total + 1e-9
+    else:
+        assert sessions == pytest.approx(total, abs=1e-5)
+
+
+def priced(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_pricing_file_prices_a_model_the_list_lacks(tmp_path: Path) -> None:
+    from .conftest import FIXTURES
+
+    home = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
+    before = app_for(home).state.spend
+    assert before.cost and not before.unpriced
+    text = "models: [{provider: anthropic, model: claude-opus-5-5, input: 1000000, output: 0}]"
+    after = app_for(home, "--pricing.file", str(priced(tmp_path, text))).state
+    inputs = sum(v for (_, _, _, kind), v in after.totals.tokens.items() if kind == "input")
+    cache = sum(v for (_, _, _, k), v in after.totals.tokens.items() if k.startswith("cache"))
+    assert sum(after.spend.cost.values()) == pytest.approx(inputs + cache)  # $1 a token
+
+
+def test_a_changed_pricing_file_makes_the_cache_of_the_old_prices_unusable(tmp_path: Path) -> None:
+    path = priced(tmp_path, "models: [{provider: a, model: m, input: 1}]")
+    homes = [("claude-code", agent_home(tmp_path))]
+    first = Cache(tmp_path, homes, priced_by=str(path))
+    assert first.header == Cache(tmp_path, homes, priced_by=str(path)).header
+    path.write_text("models: [{provider: a, model: m, input: 2}]")
+    assert first.header != Cache(tmp_path, homes, priced_by=str(path)).header
+    assert first.header != Cache(tmp_path, homes).header
+
+
+def test_a_wrong_pricing_file_stops_the_start_naming_the_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .conftest import FIXTURES
+
+    home = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
+    path = priced(tmp_path, "models: [{provider: anthropic, model: m}]")
+    with pytest.raises(SystemExit):
+        app_for(home, "--pricing.file", str(path))
+    assert "model 1 (anthropic m): give at least `input` or `output`" in capsys.readouterr().err
+
+
+def responses(state: State, times: list[float]) -> None:
+    state.apply("claude-code", SessionSeen(session_id="s", at=times[0], cwd="/w"))
+    for i, at in enumerate(times):
+        usage = Usage(input=100, output=50, cache_read=1000, cache_write=10)
+        event = ModelResponded(
+            session_id="s", at=at, message_id=f"m{i}", model="claude-opus-4-8", usage=usage
+        )
+        state.apply("claude-code", event)
+
+
+def scraped(state: State, now: float, *argv: str) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    limit: int | str | None = None
+    if argv:
+        limit = int(argv[0]) if argv[0].isdigit() else argv[0]
+    project = ProjectLabel("path", "")
+    clock, probe = (lambda: now), (lambda _: None)
+    collector = StateCollector(
+        state, ["claude-code"], project, clock=clock, probe=probe, limit=limit
+    )
+    registry.register(collector)
+    return registry
+
+
+def test_the_active_window_its_burn_rate_and_its_limit() -> None:
+    state = State()
+    responses(state, [T0 - 10 * HOUR, T0 - 9 * HOUR, T0, T0 + 0.5 * HOUR])  # two windows
+    registry = scraped(state, T0 + HOUR, "max")
+    sample = registry.get_sample_value
+    agent = {"agent": "claude-code"}
+    start = datetime(2026, 11, 30, 10, tzinfo=UTC).timestamp()
+    assert sample("coding_agent_usage_window_start_timestamp_seconds", agent) == start
+    assert sample("coding_agent_usage_window_end_timestamp_seconds", agent) == start + 5 * HOUR
+    assert sample("coding_agent_usage_window_tokens", {**agent, "type": "input"}) == 200
+    per_response = (100 * 5 + 50 * 25 + 1000 * 0.5 + 10 * 6.25) / 1e6  # claude-opus-4-8
+    assert sample("coding_agent_usage_window_cost_usd", agent) == pytest.approx(2 * per_response)
+    rate = sample("coding_agent_usage_window_burn_rate_tokens_per_second", agent)
+    assert rate == pytest.approx(300 / (0.5 * HOUR))  # input and output, first to last
+    assert sample("coding_agent_usage_window_limit_tokens", agent) == 2 * 1160  # the past one
+    assert (
+        scraped(state, T0 + 6 * HOUR).get_sample_value(
+            "coding_agent_usage_window_tokens", {**agent, "type": "input"}
+        )
+        is None
+    )  # over: no active window
+    fixed = scraped(state, T0 + HOUR, "50000").get_sample_value
+    assert fixed("coding_agent_usage_window_limit_tokens", agent) == 50000
+
+
+def test_a_live_session_shows_its_cost() -> None:
+    state = State()
+    responses(state, [T0])
+    assert state.sessions[("claude-code", "s")].cost == pytest.approx(
+        (100 * 5 + 50 * 25 + 1000 * 0.5 + 10 * 6.25) / 1e6
+    )
