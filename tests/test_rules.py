@@ -28,6 +28,9 @@ ALERTS = {
     "CodingAgentExporterDown",
     "CodingAgentReaderDown",
     "CodingAgentParseErrors",
+    "CodingAgentDailyBudget",
+    "CodingAgentWindowLimit",
+    "CodingAgentUnpricedTokens",
 }
 
 
