@@ -520,6 +520,7 @@ def overview() -> Json:
             12,
             8,
         ),
+        *cost_panels(),
         (row("Tools and sub-agents"), 24, 1),
         (
             timeseries(
@@ -740,6 +741,89 @@ def overview() -> Json:
 
 
 # --- Session ---------------------------------------------------------------------------------
+
+
+def cost_panels() -> list[tuple[Json, int, int]]:
+    """What the agents cost (estimated at list prices) and the 5-hour usage window."""
+    cost = f'coding_agent_cost_usd_total{{{SCOPE},source="estimated"}}'
+    window = f'coding_agent_usage_window_tokens{{{AGENT},type!="reasoning"}}'
+    return [
+        (row("Cost and the 5-hour window"), 24, 1),
+        (
+            timeseries(
+                "Estimated cost per hour by agent and model",
+                "USD of the model calls of each hour at list prices (genai-prices' data or "
+                "--pricing.file): a subscription bills differently.",
+                [prom(f"sum by (agent, model) (increase({cost}[1h]))", "{{agent}} {{model}}")],
+                unit="currencyUSD",
+                stack=True,
+                interval="1h",
+            ),
+            12,
+            8,
+        ),
+        (
+            timeseries(
+                "Estimated cost of the last 24 hours by project",
+                "The red line is the CodingAgentDailyBudget threshold.",
+                [
+                    prom(
+                        f"agent_project:coding_agent_cost_usd:increase1d{{{SCOPE}}}",
+                        "{{agent}} {{project}}",
+                    )
+                ],
+                unit="currencyUSD",
+                threshold=50,
+            ),
+            12,
+            8,
+        ),
+        (
+            stat(
+                "Window: tokens used",
+                "Tokens of the active 5-hour usage window (ccusage's blocks), all types.",
+                f"sum by (agent) ({window})",
+                legend="{{agent}}",
+                no_value="no active window",
+            ),
+            6,
+            4,
+        ),
+        (
+            stat(
+                "Window: projected at its end",
+                "Tokens the window will have used by its end at the pace of the last 30 minutes.",
+                f"agent:coding_agent_usage_window_tokens:projected{{{AGENT}}}",
+                legend="{{agent}}",
+                no_value="no active window",
+            ),
+            6,
+            4,
+        ),
+        (
+            stat(
+                "Window: limit",
+                "--usage-window.token-limit (max: the largest past window's tokens).",
+                f"coding_agent_usage_window_limit_tokens{{{AGENT}}}",
+                legend="{{agent}}",
+                no_value="no limit set",
+            ),
+            6,
+            4,
+        ),
+        (
+            stat(
+                "Window: ends in",
+                "Time left in the active 5-hour usage window.",
+                f"coding_agent_usage_window_end_timestamp_seconds{{{AGENT}}} - time()",
+                unit="s",
+                legend="{{agent}}",
+                no_value="no active window",
+            ),
+            6,
+            4,
+        ),
+    ]
 
 
 def session() -> Json:

@@ -68,6 +68,14 @@ MAY_BE_EMPTY = {
     "CodingAgentExporterDown": "the exporter is up",
     "CodingAgentReaderDown": "the reader is up",
     "CodingAgentParseErrors": "no parse errors",
+    "Window: tokens used": "the fixtures' windows ended long ago",
+    "Window: projected at its end": "no active window",
+    "Window: limit": "no --usage-window.token-limit",
+    "Window: ends in": "no active window",
+    "CodingAgentDailyBudget": "the fixtures cost far less than the budget",
+    "CodingAgentWindowLimit": "no active window, no limit",
+    "CodingAgentUnpricedTokens": "every recorded Claude Code model has a price",
+    "agent:coding_agent_usage_window_tokens:projected": "no active window",
 }
 
 

@@ -59,15 +59,14 @@ def families(
     for labels, value in sorted(by_project.items()):
         cost.add_metric(list(labels), value)
     yield cost
-    if spend.unpriced:
-        unpriced = CounterMetricFamily(
-            "coding_agent_tokens_unpriced",
-            "Tokens of models the price list has no price for (not in the cost).",
-            labels=["agent", "model"],
-        )
-        for labels, count in sorted(spend.unpriced.items()):
-            unpriced.add_metric(list(labels), count)
-        yield unpriced
+    unpriced = CounterMetricFamily(
+        "coding_agent_tokens_unpriced",
+        "Tokens of models the price list has no price for (not in the cost).",
+        labels=["agent", "model"],
+    )
+    for labels, count in sorted(spend.unpriced.items()):
+        unpriced.add_metric(list(labels), count)
+    yield unpriced
     yield from _windows(spend, now, limit)
 
 
@@ -110,9 +109,7 @@ def _windows(spend: Shown, now: float, limit: Limit) -> Iterator[Metric]:
         bound = _limit(limit, largest)
         if bound is not None:
             limits.add_metric([agent], bound)
-    yield from (*made.values(), tokens_rate, usd_rate)
-    if limit is not None:
-        yield limits
+    yield from (*made.values(), tokens_rate, usd_rate, limits)
 
 
 def _window(
