@@ -133,6 +133,15 @@ class Prices:
         """Model `name` of `provider`; of no named provider, of the first whose rule takes the
         name (genai-prices' `model_match`: `claude` is Anthropic's)."""
         key = (provider, name)
+        if key not in self._found:
+            lower = name.lower()
+            if provider is None:
+                provider = next((p for p, rule in self._rules if matches(rule, lower)), "")
+            found = self._match(provider, lower)
+            for fallback in self._fallbacks.get(provider, []) if found is None else []:
+                found = found or self._match(fallback, lower)
+            self._found[key] = found
+        return self._found[key]
         if provider is None:
             lower = name.lower()
             provider = next((p for p, rule in self._rules if matches(rule, lower)), "")

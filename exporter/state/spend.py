@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from ..events import Usage
 from .price_file import overrides
-from .prices import Prices
+from .prices import Prices, Rates
+from .session import ZERO
 from .windows import Windows, all_tokens
 
 ESTIMATED = "estimated"
@@ -43,15 +44,22 @@ class Spend:
         """A response first seen at `at` grew from `old` to `new`: what that adds to its cost
         (0 when its model has no price)."""
         delta = new.minus(old)
-        rates = loaded(self.pricing).rates(None, model, at)
+        rates = rates_at(self.pricing, model, int(at // 60))
         if rates is None:
             self.unpriced[(agent, model)] += all_tokens(delta)
             added = 0.0
         else:
-            added = rates.cost(new) - rates.cost(old)
+            added = rates.cost(new) - (rates.cost(old) if old is not ZERO else 0.0)
             self.cost[(agent, model, cwd, ESTIMATED)] += added
         self.windows.setdefault(agent, Windows()).add(at, delta, added)
         return added
+
+
+@lru_cache(maxsize=4096)
+def rates_at(pricing: str | None, model: str, minute: int) -> Rates | None:
+    """The prices of `model` in minute `minute` since the epoch (every price of the list
+    changes at a whole minute: a date, or a time of day such as 16:30)."""
+    return loaded(pricing).rates(None, model, minute * 60.0)
 
 
 @cache

@@ -33,19 +33,36 @@ HOUR = 3600
 
 @dataclass(slots=True)
 class Group:
-    """Responses of one clock hour, in one of its two groups."""
+    """Responses of one clock hour, in one of its two groups: their token counts by type (as
+    plain numbers: a response adds to them, `tokens` makes them a `Usage`)."""
 
     first: float
     last: float
-    tokens: Usage = ZERO
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
     cost: float = 0.0
     responses: int = 0
 
     def add(self, at: float, tokens: Usage, cost: float) -> None:
-        self.first, self.last = min(self.first, at), max(self.last, at)
-        self.tokens = self.tokens.plus(tokens)
+        if at < self.first:
+            self.first = at
+        elif at > self.last:
+            self.last = at
+        self.input += tokens.input
+        self.output += tokens.output
+        self.cache_read += tokens.cache_read
+        self.cache_write += tokens.cache_write
+        self.reasoning += tokens.reasoning
         self.cost += cost
         self.responses += 1
+
+    @property
+    def tokens(self) -> Usage:
+        counts = (self.input, self.output, self.cache_read, self.cache_write, self.reasoning)
+        return Usage(*counts)
 
 
 @dataclass(slots=True)
