@@ -99,6 +99,7 @@ class ModelResponded:
     internal: bool = False  # the agent's own housekeeping (a review): totals only, no session
     text: str | None = None  # content of this record's blocks (spans, with capture-content only)
     carried: bool = False  # usage of responses whose records are gone: tokens, not a message
+    cache_write_1h: int = 0  # of usage.cache_write, those kept an hour (priced apart), if recorded
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,7 +5,9 @@ active 5-hour window is published with its limit."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,14 +17,16 @@ from genai_prices import types
 from prometheus_client import CollectorRegistry
 
 from exporter.events import ModelResponded, SessionSeen, Usage
+from exporter.harnesses.claude_journal import JournalReader
 from exporter.prometheus.collectors import StateCollector
 from exporter.runtime.cache import Cache
 from exporter.state.labels import ProjectLabel
 from exporter.state.state import State
 from exporter.web.views import session_rows
 
-from .conftest import agent_home, agent_of, app_for
+from .conftest import FIXTURES, agent_home, agent_of, app_for
 
+ANSWER = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
 HOUR = 3600.0
 T0 = datetime(2026, 11, 30, 10, 20, tzinfo=UTC).timestamp()
 
@@ -76,9 +80,7 @@ def priced(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_pricing_file_prices_a_model_the_list_lacks(tmp_path: Path) -> None:
-    from .conftest import FIXTURES
-
-    home = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
+    home = ANSWER
     before = app_for(home).state.spend
     assert before.cost and not before.unpriced
     text = "models: [{provider: anthropic, model: claude-opus-5-5, input: 1000000, output: 0}]"
@@ -101,9 +103,7 @@ def test_a_changed_pricing_file_makes_the_cache_of_the_old_prices_unusable(tmp_p
 def test_a_wrong_pricing_file_stops_the_start_naming_the_entry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from .conftest import FIXTURES
-
-    home = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
+    home = ANSWER
     path = priced(tmp_path, "models: [{provider: anthropic, model: m}]")
     with pytest.raises(SystemExit):
         app_for(home, "--pricing.file", str(path))
@@ -165,3 +165,24 @@ def test_a_live_session_shows_its_cost() -> None:
     assert state.sessions[("claude-code", "s")].cost == pytest.approx(
         (100 * 5 + 50 * 25 + 1000 * 0.5 + 10 * 6.25) / 1e6
     )
+
+
+def test_cache_writes_kept_an_hour_cost_the_hour_s_price() -> None:
+    """A recorded assistant record with its `cache_creation` split set to an hour: the reader
+    says so, and the writes cost claude-opus-5-5's hour-long price ($8, not $5, a million)."""
+    journal = next(ANSWER.rglob("*.jsonl"))
+    records = [json.loads(line) for line in journal.read_text().splitlines() if line]
+    record = next(r for r in records if r.get("type") == "assistant")
+    usage = record["message"]["usage"]
+    assert "ephemeral_1h_input_tokens" in usage["cache_creation"]  # the split as recorded
+    usage["cache_creation"]["ephemeral_1h_input_tokens"] = usage["cache_creation_input_tokens"]
+    reader = JournalReader(record["sessionId"])
+    (event,) = [e for e in reader.feed(record) if isinstance(e, ModelResponded)]
+    assert event.cache_write_1h == usage["cache_creation_input_tokens"] > 0
+    state = State()
+    state.apply("claude-code", event)
+    plain = State()
+    plain.apply("claude-code", replace(event, cache_write_1h=0))
+    extra = (8 - 5) * event.usage.cache_write / 1e6
+    got = state.sessions[("claude-code", event.session_id)].cost
+    assert got == pytest.approx(plain.sessions[("claude-code", event.session_id)].cost + extra)

@@ -52,6 +52,13 @@ def usage_of(raw: object) -> Usage:
     )
 
 
+def hour_writes_of(raw: object) -> int:
+    """Of a response's cache writes, those kept an hour (`usage.cache_creation`'s
+    `ephemeral_1h_input_tokens`, where Claude Code records the split): priced apart."""
+    split = raw.get("cache_creation") if isinstance(raw, dict) else None
+    return count(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else 0
+
+
 def text_of(content: object) -> str:
     if isinstance(content, str):
         return content

@@ -33,7 +33,14 @@ from ..events import (
     TurnStarted,
 )
 from ..sources.decode import whole
-from .claude_fields import INTERRUPTED, is_prompt, notification_end, text_of, usage_of
+from .claude_fields import (
+    INTERRUPTED,
+    hour_writes_of,
+    is_prompt,
+    notification_end,
+    text_of,
+    usage_of,
+)
 from .claude_workflow import run_launched
 from .fields import timestamp, title_of
 
@@ -168,6 +175,7 @@ class JournalReader:
                     message_id=message_id,
                     model=model,
                     usage=usage_of(message.get("usage")),
+                    cache_write_1h=hour_writes_of(message.get("usage")),
                     subagent_id=self.subagent_id,
                     main=self.main,
                     requested_at=self.requested_at,

@@ -21,6 +21,18 @@ ZERO = Usage()
 
 
 @dataclass(slots=True)
+class Counted:
+    """What is counted of a recent response: its largest usage, the session it counts for (the
+    first that reported it), its sub-agent, when it first came, what it costs so far (USD)."""
+
+    usage: Usage
+    owner_id: str
+    sub: Subagent | None
+    first_at: float
+    cost: float = 0.0
+
+
+@dataclass(slots=True)
 class OpenTool:
     tool: str
     at: float

@@ -22,10 +22,12 @@ from pathlib import Path
 from ..events import Usage
 from .price_file import overrides
 from .prices import Prices, Rates
-from .session import ZERO
 from .windows import Windows, all_tokens
 
 ESTIMATED = "estimated"
+Grown = tuple[Usage, Usage, int, float]
+"""A response's usage before and now, its cache writes kept an hour (of its largest report)
+and its cost before."""
 
 
 @dataclass(slots=True)
@@ -38,21 +40,20 @@ class Spend:
     """Tokens of models without a price, by (agent, model)."""
     windows: dict[str, Windows] = field(default_factory=dict)
 
-    def responded(
-        self, agent: str, model: str, cwd: str, at: float, old: Usage, new: Usage
-    ) -> float:
-        """A response first seen at `at` grew from `old` to `new`: what that adds to its cost
-        (0 when its model has no price)."""
+    def responded(self, agent: str, model: str, cwd: str, at: float, grown: Grown) -> float:
+        """A response first seen at `at` grew (`grown`): what it costs now (what it cost before
+        when its model has no price); the difference counts for the agent and its window."""
+        old, new, hour, before = grown
         delta = new.minus(old)
         rates = rates_at(self.pricing, model, int(at // 60))
         if rates is None:
             self.unpriced[(agent, model)] += all_tokens(delta)
-            added = 0.0
-        else:
-            added = rates.cost(new) - (rates.cost(old) if old is not ZERO else 0.0)
-            self.cost[(agent, model, cwd, ESTIMATED)] += added
-        self.windows.setdefault(agent, Windows()).add(at, delta, added)
-        return added
+            self.windows.setdefault(agent, Windows()).add(at, delta, 0.0)
+            return before
+        cost = rates.cost(new, hour)
+        self.cost[(agent, model, cwd, ESTIMATED)] += cost - before
+        self.windows.setdefault(agent, Windows()).add(at, delta, cost - before)
+        return cost
 
 
 @lru_cache(maxsize=4096)

@@ -42,7 +42,7 @@ from .labels import live_state
 from .liveness import Probe, alive, holders
 from .observer import NoObserver, Observer
 from .seen import SeenIds
-from .session import ZERO, OpenTool, Run, Session, Subagent
+from .session import ZERO, Counted, OpenTool, Run, Session, Subagent
 from .spend import Spend
 from .totals import Histogram, Totals
 
@@ -92,11 +92,8 @@ class State:
         self.totals = Totals()
         self.spend = Spend(pricing)
         self.reviews: deque[tuple[str, ReviewEnded]] = deque(maxlen=RECENT_REVIEWS)
-        # (agent, message id) → usage so far, the id of the session it counts for, its
-        # sub-agent, when it was first seen
-        self._usage: OrderedDict[tuple[str, str], tuple[Usage, str, Subagent | None, float]] = (
-            OrderedDict()
-        )
+        # (agent, message id) → what is counted of a recent response (`Counted`)
+        self._usage: OrderedDict[tuple[str, str], Counted] = OrderedDict()
         self._seen = SeenIds()
         self._labels: dict[tuple[str, str], set[str]] = {}
 
@@ -194,37 +191,47 @@ class State:
         if event.main and event.model != session.model:
             session.model = sys.intern(event.model)
         key = (agent, event.message_id)
-        known = self._usage.get(key)
-        if known is None:
+        counted = self._usage.get(key)
+        if counted is None:
             if self._seen.add(agent, "message", event.message_id):
                 return  # a response of a finished session, read again from a copy
             sub = self._subagent_of(session, event.subagent_id)
-            known = (ZERO, session.session_id, sub, event.at)
+            counted = self._usage[key] = Counted(ZERO, session.session_id, sub, event.at)
+            if len(self._usage) > RECENT_MESSAGES:
+                self._usage.popitem(last=False)
             if not event.carried:
                 session.messages += 1
                 if sub is not None:
                     sub.messages += 1
                 self.totals.messages[(agent, event.model, session.cwd or "")] += 1
-        old, owner_id, sub, first_at = known
-        new = old.max(event.usage)
-        self._usage[key] = (new, owner_id, sub, first_at)
-        self._usage.move_to_end(key)
-        if len(self._usage) > RECENT_MESSAGES:
-            self._usage.popitem(last=False)
-        owner = session if owner_id == session.session_id else self.session(agent, owner_id)
-        if owner is session:
-            self.observer.responded(owner, sub, event, new)
-        if new == old:
-            return
+        else:
+            self._usage.move_to_end(key)
+        old = counted.usage
+        new = counted.usage = old.max(event.usage)
+        owner = session
+        if counted.owner_id != session.session_id:
+            owner = self.session(agent, counted.owner_id)
+        else:
+            self.observer.responded(owner, counted.sub, event, new)
+        if new != old:
+            self._grown(agent, event, owner, counted, old)
+
+    def _grown(
+        self, agent: str, event: ModelResponded, owner: Session, counted: Counted, old: Usage
+    ) -> None:
+        """A response's usage grew from `old`: its tokens and its cost count for `owner`."""
+        new, sub, cwd = counted.usage, counted.sub, owner.cwd or ""
         delta = new.minus(old)
         owner.tokens = owner.tokens.plus(delta)
         if sub is not None:
             sub.tokens = sub.tokens.plus(delta)
         for kind, value in delta.as_dict().items():
             if value:
-                self.totals.tokens[(agent, event.model, owner.cwd or "", kind)] += value
-        spent = self.spend.responded(agent, event.model, owner.cwd or "", first_at, old, new)
-        owner.cost += spent
+                self.totals.tokens[(agent, event.model, cwd, kind)] += value
+        grown = (old, new, min(new.cache_write, event.cache_write_1h), counted.cost)
+        cost = self.spend.responded(agent, event.model, cwd, counted.first_at, grown)
+        owner.cost += cost - counted.cost
+        counted.cost = cost
 
     def _internal_response(self, agent: str, session: Session, event: ModelResponded) -> None:
         """Housekeeping the agent did on its own (a review): totals only, never repeated."""
@@ -235,7 +242,8 @@ class State:
         for kind, value in event.usage.as_dict().items():
             if value:
                 self.totals.tokens[(agent, event.model, cwd, kind)] += value
-        self.spend.responded(agent, event.model, cwd, event.at, ZERO, event.usage)
+        grown = (ZERO, event.usage, min(event.usage.cache_write, event.cache_write_1h), 0.0)
+        self.spend.responded(agent, event.model, cwd, event.at, grown)
 
     def _subagent_of(self, session: Session, agent_id: str | None) -> Subagent | None:
         if agent_id is None:
