@@ -133,6 +133,7 @@ def test_html_is_escaped() -> None:
         "project": "<p>",
         "title": "<script>alert(1)</script>",
         "model": None,
+        "cost_usd": 0.5,
         "updated_at": None,
     }
     page = landing_page([row], "/metrics", True)
