@@ -223,7 +223,7 @@ def test_the_cache_holds_sessions_as_they_were_for_little_memory(tmp_path: Path)
     session = sessions[(A, sid)]
     assert session.open_tools["c2"].tool == "Read" and session.subagent(None, "a1") is not None
     usage_of_m1 = loaded.state["_usage"][(A, "m1")]
-    assert usage_of_m1[2] is session.subagent(None, "a1")  # still the same sub-agent
+    assert usage_of_m1.sub is session.subagent(None, "a1")  # still the same sub-agent
 
 
 def test_held_sessions_keep_little_per_file(tmp_path: Path) -> None:
