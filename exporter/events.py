@@ -100,6 +100,17 @@ class ModelResponded:
     text: str | None = None  # content of this record's blocks (spans, with capture-content only)
     carried: bool = False  # usage of responses whose records are gone: tokens, not a message
     cache_write_1h: int = 0  # of usage.cache_write, those kept an hour (priced apart), if recorded
+    reported_cost: float | None = None  # USD, what the agent itself says the response cost
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostReported:
+    """What the agent itself says a session's calls of `model` cost so far, in USD (a running
+    total: only its growth counts)."""
+
+    session_id: str
+    model: str
+    usd: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,6 +263,7 @@ Event = (
     | ModelFailed
     | TitleSet
     | ModelResponded
+    | CostReported
     | TurnStarted
     | TurnEnded
     | ToolCallStarted
@@ -268,6 +280,7 @@ Event = (
 __all__ = [
     "TOKEN_TYPES",
     "ContextCompacted",
+    "CostReported",
     "Event",
     "LiveIndexRead",
     "LiveIndexRemoved",

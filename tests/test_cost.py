@@ -28,6 +28,7 @@ from .conftest import FIXTURES, agent_home, agent_of, app_for
 
 ANSWER = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
 HOUR = 3600.0
+EST = "estimated"
 T0 = datetime(2026, 11, 30, 10, 20, tzinfo=UTC).timestamp()
 
 
@@ -58,7 +59,7 @@ def test_a_scenario_costs_its_tokens_at_genai_prices_price(scenario: Path) -> No
     at = windows.windows()[0].first if windows is not None and windows.windows() else T0
     for model, counts in tokens.items():
         want = genai_cost(model, counts, at)
-        got = sum(v for (a, m, _, _), v in spend.cost.items() if (a, m) == (agent, model))
+        got = sum(v for k, v in spend.cost.items() if k[:2] == (agent, model) and k[3] == EST)
         if want is None:
             counted = sum(counts[k] for k in ("input", "output", "cache_read", "cache_write"))
             assert got == 0 and spend.unpriced[(agent, model)] == counted  # reasoning: output
@@ -66,7 +67,8 @@ def test_a_scenario_costs_its_tokens_at_genai_prices_price(scenario: Path) -> No
             assert got == pytest.approx(want, rel=1e-9, abs=1e-12), model
             assert (agent, model) not in spend.unpriced
     rows = session_rows(app.state, app.config.project, history=True)
-    sessions, total = sum(r["cost_usd"] for r in rows), sum(spend.cost.values())
+    sessions = sum(r["cost_usd"] for r in rows)
+    total = sum(v for k, v in spend.cost.items() if k[3] == EST)
     if app.state.reviews:  # an automatic review's responses count for no session
         assert sessions <= total + 1e-9
     else:
@@ -87,7 +89,8 @@ def test_a_pricing_file_prices_a_model_the_list_lacks(tmp_path: Path) -> None:
     after = app_for(home, "--pricing.file", str(priced(tmp_path, text))).state
     inputs = sum(v for (_, _, _, kind), v in after.totals.tokens.items() if kind == "input")
     cache = sum(v for (_, _, _, k), v in after.totals.tokens.items() if k.startswith("cache"))
-    assert sum(after.spend.cost.values()) == pytest.approx(inputs + cache)  # $1 a token
+    estimated = sum(v for k, v in after.spend.cost.items() if k[3] == EST)
+    assert estimated == pytest.approx(inputs + cache)  # $1 a token
 
 
 def test_a_changed_pricing_file_makes_the_cache_of_the_old_prices_unusable(tmp_path: Path) -> None:
@@ -186,3 +189,78 @@ def test_cache_writes_kept_an_hour_cost_the_hour_s_price() -> None:
     extra = (8 - 5) * event.usage.cache_write / 1e6
     got = state.sessions[("claude-code", event.session_id)].cost
     assert got == pytest.approx(plain.sessions[("claude-code", event.session_id)].cost + extra)
+
+
+def claude_figures(home: Path) -> dict[str, float]:
+    """Per session, what its lead journal's `cost-state` records say it cost: each model's
+    largest running total, summed (read from the files, not by our reader)."""
+    found: dict[str, float] = {}
+    for journal in (home / "projects").glob("*/*.jsonl"):
+        largest: dict[str, float] = {}
+        for line in journal.read_text().splitlines():
+            record = json.loads(line) if line.strip() else {}
+            for model, usage in (record.get("modelUsage") or {}).items():
+                if record.get("type") == "cost-state" and usage.get("costUSD"):
+                    largest[model] = max(largest.get(model, 0.0), usage["costUSD"])
+        if largest:
+            found[journal.stem] = sum(largest.values())
+    return found
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        p.name
+        for p in (FIXTURES / "claude-code" / "2.1.332").iterdir()
+        if (p / "home").is_dir() and p.name != "resume-fork"
+    ),
+)
+def test_claude_code_reports_what_its_cost_state_records_say(name: str) -> None:
+    home = FIXTURES / "claude-code" / "2.1.332" / name / "home"
+    app = app_for(home)
+    rows = {r["session_id"]: r for r in session_rows(app.state, app.config.project, history=True)}
+    figures = claude_figures(home)
+    for session_id, row in rows.items():
+        want = figures.get(session_id)
+        got = row["reported_cost_usd"]
+        assert (got is None) == (want is None), session_id
+        if want is not None:
+            assert got == pytest.approx(want, abs=1e-6), session_id
+    reported = sum(v for k, v in app.state.spend.cost.items() if k[3] == "reported")
+    assert reported == pytest.approx(sum(figures.values()), abs=1e-6)
+
+
+def test_a_fork_reports_nothing_its_parent_reported_once() -> None:
+    """Claude Code's running total of a fork includes the cost of its parent: the parent's
+    figure counts once, the fork's not at all (no record of the fork tells the two apart)."""
+    home = FIXTURES / "claude-code" / "2.1.332" / "resume-fork" / "home"
+    app = app_for(home)
+    figures = claude_figures(home)
+    rows = {r["session_id"]: r for r in session_rows(app.state, app.config.project, history=True)}
+    parent, fork = sorted(figures, key=figures.__getitem__)  # the fork's total is the larger
+    assert figures[fork] > figures[parent]
+    assert rows[parent]["reported_cost_usd"] == pytest.approx(figures[parent])
+    assert rows[fork]["reported_cost_usd"] is None
+    assert rows[fork]["cost_usd"] > 0  # its own response is estimated
+
+
+def test_pi_reports_each_response_s_cost_even_for_a_model_without_a_price() -> None:
+    home = FIXTURES / "pi" / "0.73.1" / "print-tool" / "home"
+    app = app_for(home)
+    said = 0.0
+    for line in next(home.rglob("*.jsonl")).read_text().splitlines():
+        message = json.loads(line).get("message") or {}
+        if message.get("role") == "assistant" and message.get("responseId"):
+            said += message["usage"]["cost"]["total"]
+    spend = app.state.spend
+    assert said > 0
+    assert sum(v for k, v in spend.cost.items() if k[3] == "reported") == pytest.approx(said)
+    assert sum(v for k, v in spend.cost.items() if k[3] == "estimated") == 0
+    assert spend.unpriced[("pi", "stub-model")] > 0  # our list has no price for pi's own model
+
+
+def test_a_zero_opencode_writes_for_a_model_it_cannot_price_is_no_report() -> None:
+    for home in sorted((FIXTURES / "opencode" / "1.18.33").glob("*/home")):
+        app = app_for(home)
+        rows = session_rows(app.state, app.config.project, history=True)
+        assert all(r["reported_cost_usd"] is None for r in rows), home

@@ -16,6 +16,7 @@ from typing import Any
 from msgspec import Raw
 
 from ..events import (
+    CostReported,
     Event,
     Kind,
     ModelFailed,
@@ -42,7 +43,7 @@ from .claude_fields import (
     usage_of,
 )
 from .claude_workflow import run_launched
-from .fields import timestamp, title_of
+from .fields import timestamp, title_of, usd
 
 SYNTHETIC_MODEL = "<synthetic>"
 AGENT_TOOLS = frozenset({"Agent", "Task"})
@@ -62,6 +63,7 @@ class JournalReader:
         "copying",
         "cwd",
         "first_at",
+        "forked",
         "pending",
         "previous_at",
         "request_id",
@@ -76,6 +78,7 @@ class JournalReader:
         self.at = 0.0
         self.first_at: float | None = None
         self.copying = True  # until the journal's own first conversation record
+        self.forked = False  # it began with records copied from another session
         self.pending: TurnEnded | None = None
         self.previous_at = 0.0
         self.request_id = ""  # the message last responded, and when it was requested
@@ -118,6 +121,8 @@ class JournalReader:
             events.append(TurnEnded(session_id=self.session_id, at=self.at, outcome="completed"))
         elif kind == "attachment":
             events += self._attachment(record)
+        elif kind == "cost-state" and self.main:
+            events += self._cost(record)
         elif kind in _TITLES and self.main:
             title = record.get(_TITLES[kind])
             if isinstance(title, str) and title:
@@ -127,6 +132,7 @@ class JournalReader:
 
     def _copied(self, record: Mapping[str, Any]) -> list[Event]:
         """A record copied from the session this one was forked from: it titles, counts nothing."""
+        self.forked = True
         if record.get("type") != "user" or not self.main:
             return []
         message = record.get("message")
@@ -190,6 +196,20 @@ class JournalReader:
         if message.get("stop_reason") == "end_turn" and self.main:
             self.pending = TurnEnded(session_id=self.session_id, at=self.at, outcome="completed")
         return events
+
+    def _cost(self, record: Mapping[str, Any]) -> list[Event]:
+        """What Claude Code says the session cost so far, per model (`cost-state`: the
+        conversation's running total, carried over a resume). A fork's includes the cost of the
+        session it was forked from, which no record of the fork tells apart: not reported."""
+        models = record.get("modelUsage")
+        if self.forked or not isinstance(models, dict):
+            return []
+        found = ((m, usd(u.get("costUSD"))) for m, u in models.items() if isinstance(u, dict))
+        return [
+            CostReported(session_id=self.session_id, model=model, usd=cost)
+            for model, cost in found
+            if isinstance(model, str) and cost is not None
+        ]
 
     def _failed(self, record: Mapping[str, Any]) -> list[Event]:
         status, error = record.get("apiErrorStatus"), record.get("apiError") or record.get("error")

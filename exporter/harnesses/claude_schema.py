@@ -74,3 +74,4 @@ class Record(TypedDict, total=False):
     error: Any
     customTitle: Any
     aiTitle: Any
+    modelUsage: Any

@@ -1,4 +1,4 @@
-"""Small readers of record fields that every harness needs: times, counts, text, homes."""
+"""Small readers of record fields that every harness needs: times, counts, money, text, homes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,14 @@ def count(value: object) -> int:
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
     raise RecordRejected("bad_field", f"{value!r} is not a count of tokens")
+
+
+def usd(value: object) -> float | None:
+    """An amount of money an agent reports: a positive finite number, else None (an agent that
+    does not know a model's price writes 0: that is no report)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value < float("inf") else None
 
 
 def nonempty(value: object) -> str | None:

@@ -45,7 +45,7 @@ from ..events import (
     Usage,
 )
 from .base import TableLog
-from .fields import TITLE_MAX, nonempty, title_of
+from .fields import TITLE_MAX, nonempty, title_of, usd
 from .opencode_fields import tool_outcome, usage_of
 
 EVENTS = TableLog(
@@ -235,6 +235,7 @@ class DatabaseReader:
                     main=subagent is None,
                     requested_at=created,
                     finish_reason=nonempty(info.get("finish")),
+                    reported_cost=usd(info.get("cost")),
                 )
             )
         error = _dict(info.get("error"))

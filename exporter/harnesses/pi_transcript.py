@@ -42,7 +42,7 @@ from ..events import (
     TurnStarted,
     Usage,
 )
-from .fields import count, nonempty, timestamp, title_of
+from .fields import count, nonempty, timestamp, title_of, usd
 from .pi_live import Live
 
 _ENDS: dict[str, TurnOutcome] = {
@@ -78,6 +78,12 @@ def usage_of(raw: Mapping[str, Any]) -> Usage:
         cache_write=count(raw.get("cacheWrite")),
         reasoning=count(raw.get("reasoningTokens")),  # oh-my-pi, a part of output
     )
+
+
+def _reported(usage: object) -> float | None:
+    """What pi says the response cost (`usage.cost.total`, from its own model table)."""
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    return usd(cost.get("total")) if isinstance(cost, dict) else None
 
 
 def text_of(content: object) -> str:
@@ -307,6 +313,7 @@ class TranscriptReader:
                     requested_at=requested,
                     finish_reason=_FINISH.get(stop, stop or None),
                     text=text_of(content) or None,
+                    reported_cost=_reported(usage),
                 )
             )
         for block in content if isinstance(content, list) else []:

@@ -30,6 +30,7 @@ class Counted:
     sub: Subagent | None
     first_at: float
     cost: float = 0.0
+    reported: float = 0.0  # what the agent said it cost (USD), the largest of its reports
 
 
 @dataclass(slots=True)
@@ -106,6 +107,7 @@ class Session:
     runs: dict[str, Run] | None = None  # runs of sub-agents (workflows) by run id; None: none
     counted: bool = False
     cost: float = 0.0  # USD, estimated from its tokens (`spend`)
+    reported_cost: float | None = None  # USD, what the agent says it cost; None: it says nothing
 
     @property
     def turns(self) -> Mapping[str, int]:

@@ -6,7 +6,9 @@ at the prices in force when the response first came (`prices`, found by the mode
 the first provider whose rule takes it) and counts what that adds to its cost, so a response
 costs what its final usage costs, tiers included. Tokens of a model with no price are counted
 apart (`unpriced`), never as a silent zero. Costs are estimates (`source="estimated"`): what
-the price list says those tokens cost, not what a subscription bills.
+the price list says those tokens cost, not what a subscription bills. What an agent says a call
+cost (pi and OpenCode per response, Claude Code a session's running total per model) is counted
+apart (`source="reported"`): the two are never added.
 
 The prices are not kept with the state (the catch-up cache holds the state): `pricing` names
 them (the snapshot, or with the user's pricing file), and `Prices` are loaded once per name.
@@ -19,12 +21,13 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 
-from ..events import Usage
+from ..events import CostReported, Usage
 from .price_file import overrides
 from .prices import Prices, Rates
 from .windows import Windows, all_tokens
 
 ESTIMATED = "estimated"
+REPORTED = "reported"
 Grown = tuple[Usage, Usage, int, float]
 """A response's usage before and now, its cache writes kept an hour (of its largest report)
 and its cost before."""
@@ -39,6 +42,22 @@ class Spend:
     unpriced: Counter[tuple[str, ...]] = field(default_factory=Counter)
     """Tokens of models without a price, by (agent, model)."""
     windows: dict[str, Windows] = field(default_factory=dict)
+    running: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """The largest running total an agent reported, by (agent, session id, model)."""
+
+    def reported(self, agent: str, model: str, cwd: str, usd: float) -> None:
+        """The agent says a response cost `usd` more than it said before."""
+        self.cost[(agent, model, cwd, REPORTED)] += usd
+
+    def reported_total(self, agent: str, event: CostReported, cwd: str) -> float:
+        """The agent's running total of a session's calls of a model: what it adds (USD)."""
+        key = (agent, event.session_id, event.model)
+        before = self.running.get(key, 0.0)
+        if event.usd <= before:
+            return 0.0
+        self.running[key] = event.usd
+        self.reported(agent, event.model, cwd, event.usd - before)
+        return event.usd - before
 
     def responded(self, agent: str, model: str, cwd: str, at: float, grown: Grown) -> float:
         """A response first seen at `at` grew (`grown`): what it costs now (what it cost before

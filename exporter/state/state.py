@@ -18,6 +18,7 @@ from collections import OrderedDict, deque
 
 from ..events import (
     ContextCompacted,
+    CostReported,
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
@@ -119,6 +120,10 @@ class State:
                 self.session(agent, event.session_id).set_title(event.title, event.source)
             case ModelResponded():
                 self._responded(agent, event)
+            case CostReported():
+                session = self.session(agent, event.session_id)
+                added = self.spend.reported_total(agent, event, session.cwd or "")
+                session.reported_cost = (session.reported_cost or 0.0) + added
             case ModelFailed():
                 session = self.session(agent, event.session_id)
                 sub = self._subagent_of(session, event.subagent_id)
@@ -215,6 +220,11 @@ class State:
             self.observer.responded(owner, counted.sub, event, new)
         if new != old:
             self._grown(agent, event, owner, counted, old)
+        if event.reported_cost is not None and event.reported_cost > counted.reported:
+            added = event.reported_cost - counted.reported
+            counted.reported = event.reported_cost
+            self.spend.reported(agent, event.model, owner.cwd or "", added)
+            owner.reported_cost = (owner.reported_cost or 0.0) + added
 
     def _grown(
         self, agent: str, event: ModelResponded, owner: Session, counted: Counted, old: Usage

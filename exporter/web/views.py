@@ -75,9 +75,14 @@ def _row(
         "tool_calls": {"total": session.tool_calls, "error": session.tool_errors},
         "tokens": session.tokens.as_dict(),
         "cost_usd": round(session.cost, 6),
+        "reported_cost_usd": _rounded(session.reported_cost),
         "subagents": [_subagent(s) for s in session.unique_subagents()],
         "_updated": updated,
     }
+
+
+def _rounded(usd: float | None) -> float | None:
+    return None if usd is None else round(usd, 6)
 
 
 def _review(agent: str, review: ReviewEnded, state: State, project: ProjectLabel) -> dict[str, Any]:
@@ -106,6 +111,7 @@ def _review(agent: str, review: ReviewEnded, state: State, project: ProjectLabel
         "tool_calls": {"total": 0, "error": 0},
         "tokens": Usage().as_dict(),
         "cost_usd": 0.0,
+        "reported_cost_usd": None,
         "subagents": [],
         "parent_session_id": review.session_id,
         "outcome": review.outcome,
