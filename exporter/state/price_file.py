@@ -27,8 +27,6 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-import yaml
-
 from .prices import KINDS
 
 PRICES = tuple(kind for kind in KINDS if kind != "requests")
@@ -43,6 +41,8 @@ class PriceFileError(ValueError):
 def overrides(text: str, name: str) -> list[tuple[str, dict[str, Any]]]:
     """The models of pricing file `name` (its `text`), as (provider, model in the snapshot's
     form); `PriceFileError` names the file, the entry and what to change."""
+    import yaml  # only with a pricing file: PyYAML costs every start ~30 ms to import
+
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
