@@ -77,6 +77,8 @@ def test_tls_and_basic_auth_with_a_real_client_and_a_real_prometheus(
         assert fetch(secure + "/metrics", ca, None) == 401
         assert fetch(secure + "/metrics", ca, "wrong") == 401
         assert fetch(secure + "/metrics", ca, "s3cret") == 200
+        assert fetch(secure + "/api/sessions?history=1", ca, None) == 401  # the API too
+        assert fetch(secure + "/api/sessions?history=1", ca, "s3cret") == 200
         with pytest.raises(OSError):  # plain HTTP is not served
             urllib.request.urlopen(url + "/metrics", timeout=5)
         config = (

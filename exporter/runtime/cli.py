@@ -18,7 +18,7 @@ from types import FrameType
 from prometheus_client import generate_latest
 
 from ..sources.processes import CachedProbe, process_start
-from ..web import webconfig
+from ..web import api, webconfig
 from ..web.views import iso, landing_page, session_rows, table
 from .app import App, Spans
 from .config import Config, endpoint_configured, parse
@@ -116,9 +116,16 @@ def serve(config: Config) -> int:
         rows = session_rows(app.state, config.project, history=False)
         return landing_page(rows, config.telemetry_path, ready.is_set())
 
+    def json_api(path: str, query: dict[str, list[str]]) -> tuple[int, object]:
+        with app.state.lock:
+            app.state.refresh(time.time(), process_start)
+        return api.answer(app.state, config.project, path, query)
+
     try:
         address = (config.host, config.port)
-        server = Server(address, app.registry, config.telemetry_path, page, ready, web_config)
+        server = Server(
+            address, app.registry, config.telemetry_path, page, ready, web_config, api=json_api
+        )
     except OSError as error:
         hint = ""
         if error.errno == errno.EADDRINUSE:

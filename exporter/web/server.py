@@ -4,6 +4,7 @@
 /                                    live sessions, waiting ones first, link to the metrics
 /-/healthy                           200 while the process serves
 /-/ready                             200 once the first catch-up finished, 503 before
+/api/sessions, /api/sessions/<agent>/<id>   the sessions as JSON (`api`)
 
 A scrape is never answered from a render begun before it arrived, so what it shows is a view
 of the state built after the request came in. Scrapes that arrive together share a render
@@ -15,6 +16,7 @@ the families that changed since the last one (`exposition.FamilyRenders`).
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import ssl
@@ -23,6 +25,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -31,6 +34,8 @@ from ..prometheus.exposition import FamilyRenders
 from .webconfig import WebConfig
 
 log = logging.getLogger(__name__)
+Api = Callable[[str, dict[str, list[str]]], tuple[int, Any]]
+"""`/api/...` path and query → (status, JSON document): `web.api.answer` bound to a state."""
 MAX_FORMATS = 8
 """Formats (content type: format, version, escaping) whose renders are shared; the Accept header
 names the version, so a client could make up any number of them."""
@@ -85,9 +90,10 @@ class Server(ThreadingHTTPServer):
         page: Callable[[], str],
         ready: threading.Event,
         web_config: WebConfig | None = None,
+        api: Api | None = None,
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
-        self.page, self.ready = page, ready
+        self.page, self.ready, self.api = page, ready, api
         self.renders: dict[str, Renders] = {}  # by content type (format, version, escaping)
         self._renders_lock = threading.Lock()
         self.web_config = web_config or WebConfig()
@@ -137,8 +143,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        path = self.path.split("?", 1)[0]
-        if path == self.server.telemetry_path:
+        path, _, query = self.path.partition("?")
+        if path.startswith("/api/") and self.server.api is not None:
+            status, doc = self.server.api(path, parse_qs(query))
+            self._send(status, "application/json", json.dumps(doc).encode())
+        elif path == self.server.telemetry_path:
             self._send(200, *self.server.exposition(self.headers.get("Accept", "")))
         elif path == "/":
             self._send(200, "text/html; charset=utf-8", self.server.page().encode())

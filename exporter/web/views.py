@@ -44,6 +44,22 @@ def session_rows(
     return rows
 
 
+def session_row(
+    state: State, project: ProjectLabel, agent: str, session_id: str
+) -> dict[str, Any] | None:
+    """One session's row, live or not; None when the state knows no such session (or only its
+    name, from a title index)."""
+    with state.lock:
+        session = state.sessions.get((agent, session_id))
+        if session is None or not session.counted:
+            return None
+        entry = state.live.get((agent, session_id))
+        status = state.status((agent, session_id), entry) if entry is not None else ("ended", None)
+        row = _row(session, entry, status[:2], project)
+    del row["_updated"]
+    return row
+
+
 def _row(
     session: Session,
     entry: LiveIndexRead | None,
