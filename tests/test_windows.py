@@ -115,3 +115,33 @@ def test_any_responses_in_any_order_give_ccusage_s_windows(
         windows.add(when, Usage(input=n))
     got = [(w.start, w.first, w.last, w.tokens.input) for w in windows.windows()]
     assert got == reference(responses)
+
+
+@given(st.lists(st.tuples(st.one_of(moments, hours), st.integers(1, 1000)), max_size=40))
+def test_windows_asked_for_between_responses_are_those_of_the_responses_so_far(
+    responses: list[tuple[float, int]],
+) -> None:
+    """The windows are found again only from the change on: asked for after every response
+    (as scrapes do while responses come), they are the rule's on the responses so far."""
+    windows = Windows()
+    for seen, (when, n) in enumerate(responses, 1):
+        windows.add(when, Usage(input=n))
+        got = [(w.start, w.first, w.last, w.tokens.input) for w in windows.windows()]
+        assert got == reference(responses[:seen])
+
+
+@given(
+    st.lists(st.tuples(st.one_of(moments, hours), st.integers(1, 1000)), max_size=40),
+    st.integers(min_value=0, max_value=4 * 24 * 3600),
+)
+def test_the_largest_past_window_is_the_first_with_the_most_tokens(
+    responses: list[tuple[float, int]], later: int
+) -> None:
+    windows = Windows()
+    now = at("2026-11-28T00:00") + later
+    for when, n in responses:
+        windows.add(when, Usage(input=n))
+        windows.windows()  # asked for as it grows: the kept windows' best too
+    past = [w for w in windows.windows() if not w.active(now)]
+    want = max(past, key=lambda w: w.tokens.input, default=None)
+    assert windows.largest(now) is want

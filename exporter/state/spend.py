@@ -45,6 +45,12 @@ class Spend:
     running: dict[tuple[str, str, str], float] = field(default_factory=dict)
     """The largest running total an agent reported, by (agent, session id, model)."""
 
+    def _windows(self, agent: str) -> Windows:
+        found = self.windows.get(agent)  # not setdefault: it would make a Windows every call
+        if found is None:
+            found = self.windows[agent] = Windows()
+        return found
+
     def reported(self, agent: str, model: str, cwd: str, usd: float) -> None:
         """The agent says a response cost `usd` more than it said before."""
         self.cost[(agent, model, cwd, REPORTED)] += usd
@@ -67,11 +73,11 @@ class Spend:
         rates = rates_at(self.pricing, model, int(at // 60))
         if rates is None:
             self.unpriced[(agent, model)] += all_tokens(delta)
-            self.windows.setdefault(agent, Windows()).add(at, delta, 0.0)
+            self._windows(agent).add(at, delta, 0.0)
             return before
         cost = rates.cost(new, hour)
         self.cost[(agent, model, cwd, ESTIMATED)] += cost - before
-        self.windows.setdefault(agent, Windows()).add(at, delta, cost - before)
+        self._windows(agent).add(at, delta, cost - before)
         return cost
 
 

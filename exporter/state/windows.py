@@ -21,6 +21,7 @@ the hours that saw use, not with the responses.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 
 from ..events import Usage
@@ -99,27 +100,48 @@ class Window:
 
 @dataclass(slots=True)
 class Windows:
-    """The windows of one agent's responses, whatever order they are added in."""
+    """The windows of one agent's responses, whatever order they are added in. The windows are
+    found again only from the one holding the earliest group that changed since they were last
+    asked for: a live response changes the newest window, not the history's."""
 
-    groups: dict[tuple[int, bool], Group] = field(default_factory=dict)
-    """By (hour, whether at its very first instant)."""
-    _found: list[Window] | None = None
+    groups: dict[tuple[int, int], Group] = field(default_factory=dict)
+    """By (hour, 0 for its very first instant, 1 for the rest): in time order as sorted."""
+    order: list[tuple[int, int]] = field(default_factory=list)
+    """The groups' keys, sorted."""
+    found: list[Window] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    """Where each window found begins in `order`."""
+    best: list[int] = field(default_factory=list)
+    """For each window found, the one with the most tokens up to it (the first of equals)."""
+    dirty: int | None = None
+    """The position in `order` of the earliest group changed since `found` was made."""
 
     def add(self, at: float, tokens: Usage, cost: float = 0.0) -> None:
         """A response at `at` (seconds since the epoch) with its tokens and cost."""
         hour = int(at // HOUR)
-        key = (hour, at == hour * HOUR)
+        key = (hour, 0 if at == hour * HOUR else 1)
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = Group(at, at)
+            insort(self.order, key)
         group.add(at, tokens, cost)
-        self._found = None
+        changed = bisect_left(self.order, key)
+        self.dirty = changed if self.dirty is None else min(self.dirty, changed)
 
     def windows(self) -> list[Window]:
         """Every window, oldest first."""
-        if self._found is None:
-            self._found = list(_windows(self.groups))
-        return self._found
+        if self.dirty is not None:
+            # from the window holding the change's position (a group put before a window's
+            # first is tried on the window before, which stays the last one kept)
+            keep = max(0, bisect_right(self.starts, self.dirty) - 1)
+            begin = self.starts[keep] if self.starts else 0
+            del self.found[keep:], self.starts[keep:], self.best[keep:]
+            self._find(begin)
+            for at in range(len(self.best), len(self.found)):
+                before = self.best[-1] if self.best else at
+                self.best.append(at if _more(self.found[at], self.found[before]) else before)
+            self.dirty = None
+        return self.found
 
     def current(self, now: float) -> Window | None:
         """The active window at `now`, if any."""
@@ -127,22 +149,30 @@ class Windows:
         return found[-1] if found and found[-1].active(now) else None
 
     def largest(self, now: float) -> Window | None:
-        """The window with the most tokens (all kinds) among those no longer active."""
-        past = [w for w in self.windows() if not w.active(now)]
-        return max(past, key=lambda w: all_tokens(w.tokens), default=None)
+        """The window with the most tokens (all kinds) among those no longer active. The active
+        ones are the newest (a window's end and last response both come after the one
+        before's): one, or none, unless `now` is before some of the responses."""
+        found = self.windows()
+        past = len(found)
+        while past and found[past - 1].active(now):
+            past -= 1
+        return found[self.best[past - 1]] if past else None
+
+    def _find(self, begin: int) -> None:
+        """The rule, over the groups from position `begin` on, after the windows kept."""
+        for at in range(begin, len(self.order)):
+            key = self.order[at]
+            group = self.groups[key]
+            window = self.found[-1] if self.found else None
+            if window is None or group.first - window.start > LENGTH:
+                window = Window(start=key[0] * HOUR, first=group.first, last=group.first)
+                self.found.append(window)
+                self.starts.append(at)
+            window.took(group)
 
 
-def _windows(groups: dict[tuple[int, bool], Group]) -> list[Window]:
-    """The rule, over the groups in time order (an hour's first instant before the rest)."""
-    found: list[Window] = []
-    for key in sorted(groups, key=lambda k: (k[0], not k[1])):
-        group = groups[key]
-        window = found[-1] if found else None
-        if window is None or group.first - window.start > LENGTH:
-            window = Window(start=key[0] * HOUR, first=group.first, last=group.first)
-            found.append(window)
-        window.took(group)
-    return found
+def _more(window: Window, than: Window) -> bool:
+    return all_tokens(window.tokens) > all_tokens(than.tokens)
 
 
 def all_tokens(tokens: Usage) -> int:
