@@ -33,11 +33,9 @@ def session_rows(
         if history and internal:
             rows += [_review(agent, r, state, project) for agent, r in state.reviews]
         for key, session in state.sessions.items():
-            entry = state.live.get(key)
-            if entry is None and (not history or not session.counted):
+            if key not in state.live and (not history or not session.counted):
                 continue  # not live; or only named in a title index, never read itself
-            status = state.status(key, entry) if entry is not None else ("ended", None, None)
-            rows.append(_row(session, entry, status[:2], project))
+            rows.append(_row_of(state, session, project))
     rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
     for row in rows:
         del row["_updated"]
@@ -53,11 +51,17 @@ def session_row(
         session = state.sessions.get((agent, session_id))
         if session is None or not session.counted:
             return None
-        entry = state.live.get((agent, session_id))
-        status = state.status((agent, session_id), entry) if entry is not None else ("ended", None)
-        row = _row(session, entry, status[:2], project)
+        row = _row_of(state, session, project)
     del row["_updated"]
     return row
+
+
+def _row_of(state: State, session: Session, project: ProjectLabel) -> dict[str, Any]:
+    """Under the state's lock: the row of `session`, with its live state if it is live."""
+    key = (session.agent, session.session_id)
+    entry = state.live.get(key)
+    status = state.status(key, entry) if entry is not None else ("ended", None, None)
+    return _row(session, entry, status[:2], project)
 
 
 def _row(
