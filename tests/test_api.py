@@ -1,5 +1,6 @@
-"""`/api/sessions`: the rows of `sessions --json` as JSON over HTTP, filtered and paged, one
-session by agent and id, clear errors; served by the real server over a recorded home."""
+"""`/api/`: the rows of `sessions --json` as JSON over HTTP, filtered, searched and paged with
+their facets, one session by agent and id, the status and links the console draws, clear
+errors; served by the real server over a recorded home."""
 
 from __future__ import annotations
 
@@ -26,11 +27,16 @@ def served() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     app = app_for(HOME)
     rows = session_rows(app.state, app.config.project, history=True)
 
+    links = api.Links("http://grafana:3000/", "http://jaeger/trace/{trace_id}")
+    console = api.Api(app.config.project, links, agents=("claude-code",))
+    for row in rows:
+        console.linked(row)
+
     def answer(path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
-        return api.answer(app.state, app.config.project, path, query)
+        return console.answer(app.state, path, query, ready=False)
 
     ready = threading.Event()
-    server = Server(("127.0.0.1", 0), app.registry, "/metrics", lambda: "", ready, api=answer)
+    server = Server(("127.0.0.1", 0), app.registry, "/metrics", ready, api=answer)
     server.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", rows
@@ -52,11 +58,45 @@ def test_live_sessions_by_default_and_history_when_asked(served: tuple[str, Any]
     url, rows = served
     status, kind, doc = get(f"{url}/api/sessions")
     assert (status, kind) == (200, "application/json")
-    assert doc == {"total": 0, "offset": 0, "sessions": []}  # no recorded process runs here
+    assert doc["total"] == 0 and doc["sessions"] == []  # no recorded process runs here
+    assert doc["facets"] == {"agent": {}, "project": {}, "state": {}}
     status, _, doc = get(f"{url}/api/sessions?history=1")
     assert status == 200 and doc["total"] == len(rows) == 2
     assert doc["sessions"] == rows  # what `sessions --all --json` prints
     assert {"cost_usd", "reported_cost_usd", "tokens", "turns"} <= set(doc["sessions"][0])
+    assert doc["facets"]["state"] == {"ended": 2} and doc["limit"] == 100
+    assert doc["facets"]["agent"] == {"claude-code": 2}
+
+
+def test_a_row_says_since_when_and_links_its_dashboard(served: tuple[str, Any]) -> None:
+    url, _ = served
+    row = get(f"{url}/api/sessions?history=1")[2]["sessions"][0]
+    assert row["state_since"] == row["updated_at"]  # ended: since its last record
+    tokens = row["tokens"]
+    want = tokens["input"] + tokens["output"] + tokens["cache_read"] + tokens["cache_write"]
+    assert row["tokens_total"] == want > 0
+    assert (row["subagents_running"], row["subagents_total"]) == (0, len(row["subagents"]))
+    assert row["grafana_url"] == (
+        f"http://grafana:3000/d/coding-agent-session/?var-session={row['session_id']}"
+    )
+
+
+def test_status_names_the_links_and_readiness(served: tuple[str, Any]) -> None:
+    status, _, doc = get(f"{served[0]}/api/status")
+    assert status == 200 and doc["ready"] is False and doc["capture_content"] is False
+    assert doc["trace_url"] == "http://jaeger/trace/{trace_id}"
+    assert doc["agents"] == ["claude-code"] and doc["telemetry_path"] == "/metrics"
+
+
+def test_text_search_in_title_or_id(served: tuple[str, Any]) -> None:
+    url, rows = served
+    first = rows[0]
+    word = (first["title"] or "").split()[0].upper()  # any case
+    found = get(f"{url}/api/sessions?history=1&q={word}")[2]
+    assert first["session_id"] in [r["session_id"] for r in found["sessions"]]
+    assert get(f"{url}/api/sessions?history=1&q={first['session_id'][:8]}")[2]["total"] >= 1
+    nothing = get(f"{url}/api/sessions?history=1&q=zz-no-such-words")[2]
+    assert nothing["total"] == 0 and nothing["facets"]["agent"] == {"claude-code": 2}
 
 
 def test_filters_and_pages(served: tuple[str, Any]) -> None:
@@ -65,7 +105,7 @@ def test_filters_and_pages(served: tuple[str, Any]) -> None:
     assert get(f"{url}/api/sessions?history=1&agent=codex&agent=claude-code")[2]["total"] == 2
     assert get(f"{url}/api/sessions?history=1&state=ended")[2]["total"] == 2
     page = get(f"{url}/api/sessions?history=1&limit=1&offset=1")[2]
-    assert page == {"total": 2, "offset": 1, "sessions": rows[1:2]}
+    assert (page["total"], page["offset"], page["sessions"]) == (2, 1, rows[1:2])
     status, _, doc = get(f"{url}/api/sessions?limit=many")
     assert status == 400 and doc == {"error": "limit: expected a whole number, got 'many'"}
 

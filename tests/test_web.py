@@ -1,4 +1,4 @@
-"""The HTTP side in-process: routes, content negotiation, readiness, the landing page."""
+"""The HTTP side in-process: routes, content negotiation, readiness, the console's files."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from exporter.events import LiveIndexRead, SessionSeen
 from exporter.prometheus.collectors import StateCollector
 from exporter.state.labels import ProjectLabel
 from exporter.state.state import State
-from exporter.web.server import MAX_FORMATS, Server
-from exporter.web.views import landing_page, session_rows
+from exporter.web.server import MAX_FORMATS, STATIC, Server
 
 A = "claude-code"
 
@@ -54,15 +53,7 @@ def server(state: State) -> Iterator[tuple[str, threading.Event]]:
         StateCollector(state, [A], ProjectLabel(), clock=lambda: 200.0, probe=lambda pid: 50.0)
     )
     ready = threading.Event()
-
-    def page() -> str:
-        with state.lock:
-            state.refresh(200.0, lambda pid: 50.0)
-        return landing_page(
-            session_rows(state, ProjectLabel(), history=False), "/m", ready.is_set()
-        )
-
-    server = Server(("127.0.0.1", 0), registry, "/m", page, ready)
+    server = Server(("127.0.0.1", 0), registry, "/m", ready)
     server.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", ready
@@ -97,12 +88,31 @@ def test_ready_only_after_catch_up(server: tuple[str, threading.Event]) -> None:
     assert fetch(url + "/-/ready")[0] == 200
 
 
-def test_landing_page_lists_waiting_sessions_first(server: tuple[str, threading.Event]) -> None:
+def test_the_console_is_served_from_the_package_with_a_strict_policy(
+    server: tuple[str, threading.Event],
+) -> None:
     url, _ = server
-    status, kind, body = fetch(url + "/")
-    assert status == 200 and kind.startswith("text/html")
-    assert body.index("permission prompt") < body.index("running")
-    assert 'href="/m"' in body and "Still catching up" in body
+    with urllib.request.urlopen(url + "/", timeout=5) as response:
+        assert response.headers["Content-Type"] == "text/html; charset=utf-8"
+        policy = response.headers["Content-Security-Policy"]
+        assert response.read() == (STATIC / "console.html").read_bytes()
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    for name in (p.name for p in STATIC.iterdir()):
+        assert fetch(f"{url}/static/{name}")[0] == 200
+
+
+def test_only_the_console_files_are_served(server: tuple[str, threading.Event]) -> None:
+    url, _ = server
+    for path in (
+        "/static/../server.py",
+        "/static/%2e%2e/server.py",
+        "/static/server.py",
+        "/static/",
+        "/static/.hidden.js",
+        "/static/sub/x.js",
+        "/static/missing.js",
+    ):
+        assert fetch(url + path)[0] == 404, path
 
 
 def test_unknown_path_is_404(server: tuple[str, threading.Event]) -> None:
@@ -123,21 +133,6 @@ def test_a_client_that_resets_its_connection_is_not_reported(
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     assert fetch(url + "/-/healthy")[0] == 200  # the handlers of the resets are done
     assert "Traceback" not in capfd.readouterr().err
-
-
-def test_html_is_escaped() -> None:
-    row = {
-        "state": "idle",
-        "reason": None,
-        "agent": "claude-code",
-        "project": "<p>",
-        "title": "<script>alert(1)</script>",
-        "model": None,
-        "cost_usd": 0.5,
-        "updated_at": None,
-    }
-    page = landing_page([row], "/metrics", True)
-    assert "<script>" not in page and "&lt;script&gt;" in page
 
 
 def test_a_scrape_builds_its_view_without_keeping_the_state_locked(state: State) -> None:
@@ -192,7 +187,7 @@ def test_scrapes_arriving_during_a_render_share_the_next_one() -> None:
     slow = _Slow()
     registry = CollectorRegistry()
     registry.register(slow)
-    server = Server(("127.0.0.1", 0), registry, "/m", lambda: "", threading.Event())
+    server = Server(("127.0.0.1", 0), registry, "/m", threading.Event())
     server.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/m"
     answers: dict[int, str] = {}
@@ -230,7 +225,7 @@ def test_versions_a_client_makes_up_do_not_pile_up(state: State) -> None:
     any other is rendered for its request alone."""
     registry = CollectorRegistry()
     registry.register(StateCollector(state, [A], ProjectLabel(), probe=lambda pid: 50.0))
-    server = Server(("127.0.0.1", 0), registry, "/m", lambda: "", threading.Event())
+    server = Server(("127.0.0.1", 0), registry, "/m", threading.Event())
     server.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/m"
     try:

@@ -19,7 +19,7 @@ from prometheus_client import generate_latest
 
 from ..sources.processes import CachedProbe, process_start
 from ..web import api, webconfig
-from ..web.views import iso, landing_page, session_rows, table
+from ..web.views import iso, session_rows, table
 from .app import App, Spans
 from .config import Config, endpoint_configured, parse
 
@@ -110,22 +110,22 @@ def serve(config: Config) -> int:
     app = App(config, spans=spans, cache=True, probe=probe)
     ready, stop = threading.Event(), threading.Event()
 
-    def page() -> str:
-        with app.state.lock:
-            app.state.refresh(time.time(), process_start)
-        rows = session_rows(app.state, config.project, history=False)
-        return landing_page(rows, config.telemetry_path, ready.is_set())
+    console = api.Api(
+        config.project,
+        api.Links(config.grafana_url, config.trace_url, config.external_url),
+        config.telemetry_path,
+        config.capture,
+        tuple(config.homes),
+    )
 
     def json_api(path: str, query: dict[str, list[str]]) -> tuple[int, object]:
         with app.state.lock:
             app.state.refresh(time.time(), process_start)
-        return api.answer(app.state, config.project, path, query)
+        return console.answer(app.state, path, query, ready=ready.is_set())
 
     try:
         address = (config.host, config.port)
-        server = Server(
-            address, app.registry, config.telemetry_path, page, ready, web_config, api=json_api
-        )
+        server = Server(address, app.registry, config.telemetry_path, ready, web_config, json_api)
     except OSError as error:
         hint = ""
         if error.errno == errno.EADDRINUSE:
@@ -139,6 +139,7 @@ def serve(config: Config) -> int:
     scheme = "https" if web_config is not None and web_config.tls is not None else "http"
     where = hostport(config.host, config.port)
     log.info("listening on %s://%s%s", scheme, where, config.telemetry_path)
+    log.info("console at %s/", config.external_url or f"{scheme}://{where}")
     if config.host in ("0.0.0.0", "::", ""):
         log.warning(
             "listening on every network interface: /metrics and the live sessions are open to "

@@ -57,6 +57,9 @@ class Config:
     notify_command: str = "notify-send"
     pricing: str | None = None  # the user's pricing file, read over the shipped prices
     window_limit: int | str | None = None  # tokens per 5-hour window, or "max"
+    grafana_url: str | None = None  # the console links each session to its dashboard there
+    trace_url: str | None = None  # a trace viewer's URL, `{trace_id}` in it
+    external_url: str | None = None  # where users reach this exporter's web console
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -160,6 +163,34 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         DEFAULT_TELEMETRY_PATH,
         "Path of the metrics.",
         type=telemetry_path,
+        commands=SERVE,
+    )
+    add(
+        "--web.external-url",
+        "",
+        "The URL users reach the console at, when it is not the listen address (behind a "
+        "proxy); shown in the log at start.",
+        type=_url,
+        metavar="URL",
+        commands=SERVE,
+    )
+    add(
+        "--web.grafana-url",
+        "",
+        "Grafana with the bundled dashboards (e.g. http://localhost:3000): the console links "
+        "each session to its Session dashboard there.",
+        type=_url,
+        metavar="URL",
+        commands=SERVE,
+    )
+    add(
+        "--web.trace-url",
+        "",
+        "A trace viewer's URL with {trace_id} in it: the console links each turn to its trace "
+        "(Jaeger: http://localhost:16686/trace/{trace_id}; Grafana with Tempo: see "
+        "docs/configuration.md).",
+        type=_trace_url,
+        metavar="URL",
         commands=SERVE,
     )
     add(
@@ -390,7 +421,28 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         notify_command=values.get("notify.command", "notify-send"),
         pricing=values["pricing.file"] or None,
         window_limit=values["usage_window.token_limit"],
+        grafana_url=values["web.grafana_url"] or None,
+        trace_url=values["web.trace_url"] or None,
+        external_url=values["web.external_url"] or None,
     )
+
+
+def _url(text: str) -> str:
+    """An http(s) URL, or nothing."""
+    text = text.strip()
+    if text and not (text.startswith(("http://", "https://")) and len(text) > 8):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an http:// or https:// URL")
+    return text.rstrip("/")
+
+
+def _trace_url(text: str) -> str:
+    text = _url(text)
+    if text and "{trace_id}" not in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: put {{trace_id}} where the trace id goes, e.g. "
+            "http://localhost:16686/trace/{trace_id}"
+        )
+    return text
 
 
 def _pricing_file(text: str) -> str:

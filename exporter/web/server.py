@@ -1,10 +1,12 @@
 """The HTTP side: /metrics (Prometheus text, OpenMetrics when asked), a landing page and probes.
 
 /metrics (or --web.telemetry-path)   the scrape, built fresh from state each time
-/                                    live sessions, waiting ones first, link to the metrics
+/                                    the console: a page of the package's `static` folder
+/static/<file>                       its script and style
 /-/healthy                           200 while the process serves
 /-/ready                             200 once the first catch-up finished, 503 before
-/api/sessions, /api/sessions/<agent>/<id>   the sessions as JSON (`api`)
+/api/...                             the sessions and their turns as JSON (`api`)
+/api/events                          the rows that change, as server-sent events (`live`)
 
 A scrape is never answered from a render begun before it arrived, so what it shows is a view
 of the state built after the request came in. Scrapes that arrive together share a render
@@ -24,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -39,6 +42,25 @@ Api = Callable[[str, dict[str, list[str]]], tuple[int, Any]]
 MAX_FORMATS = 8
 """Formats (content type: format, version, escaping) whose renders are shared; the Accept header
 names the version, so a client could make up any number of them."""
+STATIC = Path(__file__).with_name("static")
+STATIC_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
+PAGE_HEADERS = (
+    (
+        "Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-cache"),
+)
+"""Sent with the console's files: nothing but its own script and style runs in it."""
 
 
 class Renders:
@@ -87,13 +109,13 @@ class Server(ThreadingHTTPServer):
         address: tuple[str, int],
         registry: CollectorRegistry,
         telemetry_path: str,
-        page: Callable[[], str],
         ready: threading.Event,
         web_config: WebConfig | None = None,
         api: Api | None = None,
+        static: Path = STATIC,
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
-        self.page, self.ready, self.api = page, ready, api
+        self.ready, self.api, self.static = ready, api, static
         self.renders: dict[str, Renders] = {}  # by content type (format, version, escaping)
         self._renders_lock = threading.Lock()
         self.web_config = web_config or WebConfig()
@@ -149,8 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status, "application/json", json.dumps(doc).encode())
         elif path == self.server.telemetry_path:
             self._send(200, *self.server.exposition(self.headers.get("Accept", "")))
-        elif path == "/":
-            self._send(200, "text/html; charset=utf-8", self.server.page().encode())
+        elif path == "/" or path.startswith("/static/"):
+            self._static(path.removeprefix("/static/") if path != "/" else "console.html")
         elif path == "/-/healthy":
             self._send(200, "text/plain; charset=utf-8", b"Healthy.\n")
         elif path == "/-/ready":
@@ -164,10 +186,32 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()
 
-    def _send(self, status: int, content_type: str, body: bytes) -> None:
+    def _static(self, name: str) -> None:
+        """A file of the console, by its bare name (no folder: nothing else can be reached)."""
+        kind = STATIC_TYPES.get(Path(name).suffix)
+        body = None
+        if kind is not None and name and "/" not in name and not name.startswith("."):
+            try:
+                body = (self.server.static / name).read_bytes()
+            except OSError:
+                body = None
+        if body is None or kind is None:
+            self._send(404, "text/plain; charset=utf-8", b"Not found.\n")
+        else:
+            self._send(200, kind, body, PAGE_HEADERS)
+
+    def _send(
+        self,
+        status: int,
+        content_type: str,
+        body: bytes,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

@@ -1,8 +1,7 @@
-"""Sessions as rows: the `sessions` command (table or JSON) and the landing page."""
+"""Sessions as rows: the `sessions` command (table or JSON) and the console's JSON (`api`)."""
 
 from __future__ import annotations
 
-import html
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,19 +60,21 @@ def _row_of(state: State, session: Session, project: ProjectLabel) -> dict[str, 
     key = (session.agent, session.session_id)
     entry = state.live.get(key)
     status = state.status(key, entry) if entry is not None else ("ended", None, None)
-    return _row(session, entry, status[:2], project)
+    return _row(session, entry, status, project)
 
 
 def _row(
     session: Session,
     entry: LiveIndexRead | None,
-    status: tuple[str, str | None],
+    status: tuple[str, str | None, float | None],
     project: ProjectLabel,
 ) -> dict[str, Any]:
     cwd = session.cwd or (entry.cwd if entry else None)
     updated = max(
         filter(None, (session.updated_at, entry.updated_at if entry else None)), default=None
     )
+    subagents = session.unique_subagents()
+    tokens = session.tokens
     return {
         "agent": session.agent,
         "session_id": session.session_id,
@@ -87,16 +88,20 @@ def _row(
         "kind": (entry.kind if entry else None) or session.kind or "interactive",
         "state": status[0],
         "reason": status[1],
+        "state_since": iso(status[2] if status[0] != "ended" else updated),
         "started_at": iso(session.started_at or (entry.started_at if entry else None)),
         "updated_at": iso(updated),
         "version": session.version,
         "messages": session.messages,
         "turns": {o: session.turns[o] for o in ("completed", "interrupted", "failed")},
         "tool_calls": {"total": session.tool_calls, "error": session.tool_errors},
-        "tokens": session.tokens.as_dict(),
+        "tokens": tokens.as_dict(),
+        "tokens_total": tokens.input + tokens.output + tokens.cache_read + tokens.cache_write,
         "cost_usd": round(session.cost, 6),
         "reported_cost_usd": _rounded(session.reported_cost),
-        "subagents": [_subagent(s) for s in session.unique_subagents()],
+        "subagents": [_subagent(s) for s in subagents],
+        "subagents_running": sum(s.state == "running" for s in subagents),
+        "subagents_total": len(subagents),
         "_updated": updated,
     }
 
@@ -123,6 +128,7 @@ def _review(agent: str, review: ReviewEnded, state: State, project: ProjectLabel
         "kind": "review",
         "state": "ended",
         "reason": None,
+        "state_since": iso(review.at),
         "started_at": None,
         "updated_at": iso(review.at),
         "version": None,
@@ -130,9 +136,12 @@ def _review(agent: str, review: ReviewEnded, state: State, project: ProjectLabel
         "turns": empty,
         "tool_calls": {"total": 0, "error": 0},
         "tokens": Usage().as_dict(),
+        "tokens_total": 0,
         "cost_usd": 0.0,
         "reported_cost_usd": None,
         "subagents": [],
+        "subagents_running": 0,
+        "subagents_total": 0,
         "parent_session_id": review.session_id,
         "outcome": review.outcome,
         "_updated": review.at,
@@ -153,7 +162,6 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [_COLUMNS]
     for row in rows:
         state = row["state"] + (f" ({row['reason']})" if row["reason"] else "")
-        tokens = sum(row["tokens"][t] for t in ("input", "output", "cache_read", "cache_write"))
         lines.append(
             (
                 state,
@@ -162,7 +170,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 _cut(row["title"] or "-", 48),
                 row["model"] or "-",
                 str(sum(row["turns"].values())),
-                f"{tokens:,}",
+                f"{row['tokens_total']:,}",
                 f"${row['cost_usd']:,.2f}",
                 (row["updated_at"] or "-")[:19].replace("T", " "),
             )
@@ -177,35 +185,3 @@ def table(rows: list[dict[str, Any]]) -> str:
 def _cut(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def landing_page(rows: list[dict[str, Any]], telemetry_path: str, ready: bool) -> str:
-    """A small HTML page: live sessions, waiting ones first, and a link to the metrics."""
-    body = "".join(
-        "<tr class='{cls}'><td>{state}</td><td>{agent}</td><td>{project}</td><td>{title}</td>"
-        "<td>{model}</td><td>{cost}</td><td>{updated}</td></tr>".format(
-            cls=html.escape(r["state"]),
-            state=html.escape(r["state"] + (f" — {r['reason']}" if r["reason"] else "")),
-            agent=html.escape(r["agent"]),
-            project=html.escape(r["project"] or ""),
-            title=html.escape(_cut(r["title"] or "", 80)),
-            model=html.escape(r["model"] or ""),
-            cost=f"${r['cost_usd']:,.2f}",
-            updated=html.escape(r["updated_at"] or ""),
-        )
-        for r in rows
-    )
-    status = "" if ready else "<p><em>Still catching up on history…</em></p>"
-    empty = "" if rows else "<tr><td colspan='7'>No live sessions.</td></tr>"
-    path = html.escape(telemetry_path)
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>coding-agent-exporter</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}}
-tr.needs_user td:first-child{{color:#b00;font-weight:bold}}</style></head>
-<body><h1>coding-agent-exporter</h1>{status}
-<p><a href="{path}">Metrics</a></p>
-<table><tr><th>State</th><th>Agent</th><th>Project</th><th>Title</th><th>Model</th><th>Cost</th>
-<th>Updated</th></tr>
-{body}{empty}</table></body></html>
-"""
