@@ -12,6 +12,7 @@ fall back to the default data source of their type when a dashboard is imported 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
 TEMPO = {"type": "tempo", "uid": "${tempo}"}
 TAGS = ["coding-agents"]
 SESSION_UID = "coding-agent-session"
+CONSOLE = "http://127.0.0.1:10464"  # the exporter's default --web.listen-address
 
 Json = dict[str, Any]
 
@@ -168,14 +170,48 @@ def override(field: str, *properties: tuple[str, Any]) -> Json:
     }
 
 
-def session_link(field: str) -> tuple[str, Any]:
+def session_url(session: str, agent: str = "") -> str:
+    """The Session dashboard of one session; `var-session` stays the bare session id (the web
+    console links to `/d/coding-agent-session/?var-session=<id>` too)."""
+    known = f"&var-agent={agent}" if agent else ""
+    return (
+        f"/d/{SESSION_UID}/coding-agent-session?var-session={session}{known}"
+        "&${datasource:queryparam}&${tempo:queryparam}&${__url_time_range}"
+    )
+
+
+def console_url(session: str, agent: str) -> str:
+    """The exporter's web console view of one session (`--web.external-url`)."""
+    return f"${{console}}/#/session/{agent}/{session}"
+
+
+def session_links(field: str) -> tuple[str, Any]:
+    """A table's session cell opens the Session dashboard, or the session in the web console."""
+    session, agent = f"${{__data.fields.{field}}}", "${__data.fields.agent}"
     return (
         "links",
         [
             {
-                "title": "Session ${__value.raw}: state, tool calls and traces",
-                "url": f"/d/{SESSION_UID}/coding-agent-session"
-                f"?var-session=${{__data.fields.{field}}}"
+                "title": "Session ${__value.raw}: state, turns, tool calls and traces",
+                "url": session_url(session, agent),
+            },
+            {
+                "title": "Session ${__value.raw} in the web console (title, cost, turns)",
+                "url": console_url(session, agent),
+                "targetBlank": True,
+            },
+        ],
+    )
+
+
+def trace_links(uid: str, slug: str, field: str, keep: str = "") -> tuple[str, Any]:
+    """A trace or span id cell opens its trace in the Trace panel of dashboard `uid`."""
+    return (
+        "links",
+        [
+            {
+                "title": f"Open trace ${{__data.fields.{field}}} in the Trace panel",
+                "url": f"/d/{uid}/{slug}?var-trace=${{__data.fields.{field}}}{keep}"
                 "&${datasource:queryparam}&${tempo:queryparam}&${__url_time_range}",
             }
         ],
@@ -225,19 +261,34 @@ def query_variable(name: str, label: str, query: str, *, multi: bool = True) -> 
         variable["allValue"] = ".*"
         variable["current"] = {"text": ["All"], "value": ["$__all"]}
     else:
-        variable["current"] = {}
+        variable["current"] = {"text": "", "value": ""}
     return variable
 
 
-def textbox_variable(name: str, label: str, default: str = "") -> Json:
+def picker_variable(name: str, label: str, query: str, regex: str) -> Json:
+    """One value from a `query_result(...)`: `regex`'s named groups `text` and `value` pick what
+    the picker shows and what the variable holds. A value given in the URL that the query does
+    not offer (a session from before the range) is kept: allowCustomValue."""
+    variable = query_variable(name, label, f"query_result({query})", multi=False)
+    variable.update(regex=regex, sort=0, allowCustomValue=True)
+    return variable
+
+
+def textbox_variable(name: str, label: str, default: str = "", *, hide: int = 0) -> Json:
     return {
         "type": "textbox",
         "name": name,
         "label": label,
         "query": default,
         "current": {"text": default, "value": default},
-        "hide": 0,
+        "hide": hide,
     }
+
+
+def console_variable() -> Json:
+    """Where the exporter's web console is (`--web.external-url`), hidden; set it with
+    `build.py --console-url URL` or `?var-console=URL`."""
+    return textbox_variable("console", "Web console", CONSOLE, hide=2)
 
 
 def custom_variable(name: str, label: str, values: list[str], default: str) -> Json:
@@ -276,8 +327,22 @@ def layout(items: list[tuple[Json, int, int]]) -> list[Json]:
     return panels
 
 
+def link(title: str, kind: str, **fields: Any) -> Json:
+    """A dashboard link, with the fields Grafana's schema requires."""
+    out: Json = {"title": title, "type": kind, "icon": "external link", "tooltip": "", "url": ""}
+    out.update(tags=[], asDropdown=False, targetBlank=kind == "link", includeVars=False)
+    out.update(keepTime=kind == "dashboards", **fields)
+    return out
+
+
 def dashboard(
-    uid: str, title: str, description: str, variables: list[Json], panels: list[Json]
+    uid: str,
+    title: str,
+    description: str,
+    variables: list[Json],
+    panels: list[Json],
+    *,
+    console: str = "${console}/",
 ) -> Json:
     return {
         "uid": uid,
@@ -296,14 +361,8 @@ def dashboard(
         "liveNow": False,
         "weekStart": "",
         "links": [
-            {
-                "title": "Coding agents",
-                "type": "dashboards",
-                "tags": TAGS,
-                "asDropdown": False,
-                "includeVars": False,
-                "keepTime": True,
-            }
+            link("Coding agents", "dashboards", tags=TAGS, asDropdown=False),
+            link("Web console", "link", url=console, tooltip="The exporter's web console"),
         ],
         "annotations": {
             "list": [
@@ -321,7 +380,7 @@ def dashboard(
                 }
             ]
         },
-        "templating": {"list": variables},
+        "templating": {"list": [*variables, console_variable()]},
         "panels": panels,
     }
 
@@ -420,7 +479,7 @@ def overview() -> Json:
                     "defaults": {"unit": "short", "noValue": "nobody waits for you"},
                     "overrides": [
                         override("waiting for", ("unit", "s")),
-                        override("session", session_link("session_id")),
+                        override("session", session_links("session_id")),
                     ],
                 },
             ),
@@ -452,7 +511,7 @@ def overview() -> Json:
                     "defaults": {"unit": "short", "noValue": "no live session"},
                     "overrides": [
                         override("quiet for", ("unit", "s")),
-                        override("session", session_link("session_id")),
+                        override("session", session_links("session_id")),
                     ],
                 },
             ),
@@ -826,140 +885,174 @@ def cost_panels() -> list[tuple[Json, int, int]]:
     ]
 
 
+# The session picker: sessions live at some time in the range, the latest first, shown as
+# "agent · project · short id" (label_join of the last path part of the project and the id's
+# first 8 characters), holding the bare session id.
+PICKER = (
+    "sort_desc(label_join(label_replace(label_replace("
+    "max by (agent, project, session_id) "
+    "(max_over_time(coding_agent_session_last_activity_timestamp_seconds[$__range]))"
+    " or max by (agent, project, session_id) "
+    "(max_over_time(coding_agent_session_state[$__range])),"
+    ' "short", "$1", "session_id", "(.{1,8}).*"),'
+    ' "where", "$2", "project", "(.*/)?([^/]+)/?"),'
+    ' "picker", " · ", "agent", "where", "short"))'
+)
+PICKER_REGEX = '/picker="(?<text>[^"]*)".*session_id="(?<value>[^"]*)"/'
+SESSION_AGENT = (
+    'max by (agent) (max_over_time(coding_agent_session_state{session_id="$session"}[$__range]))'
+)
+SESSION_KEEP = "&${session:queryparam}&${agent:queryparam}"
+
+
+def session_stats(one: str) -> list[tuple[Json, int, int]]:
+    def item(title: str, description: str, expr: str, **extra: Any) -> tuple[Json, int, int]:
+        width = 8 if title == "Agent and project" else 4
+        return (stat(title, description, expr, no_value="not live", **extra), width, 4)
+
+    return [
+        item(
+            "State",
+            "The session's state now (not live: its agent does not run now).",
+            f"max by (state) (coding_agent_session_state{{{one}}})",
+            legend="{{state}}",
+            text_mode="name",
+        ),
+        item(
+            "Agent and project",
+            "Which agent runs the session now, and where.",
+            f"max by (agent, project) (coding_agent_session_state{{{one}}})",
+            legend="{{agent}} in {{project}}",
+            text_mode="name",
+        ),
+        item(
+            "Waiting for you",
+            "How long the session has waited for you until now, and why.",
+            f"agent_session:coding_agent_needs_user:seconds{{{one}}}",
+            unit="s",
+            legend="{{reason}}",
+            text_mode="value_and_name",
+        ),
+        item(
+            "Quiet for",
+            "Time from the session's last record or state change until now.",
+            f"agent_session:coding_agent_inactive:seconds{{{one}}}",
+            unit="s",
+        ),
+        item(
+            "Cost so far",
+            "Estimated USD of the session from its start until now, sub-agents included, at "
+            "list prices (while it is live; the web console has it for every session).",
+            f"coding_agent_session_cost_usd{{{one}}}",
+            unit="currencyUSD",
+        ),
+    ]
+
+
+def state_timeline(one: str) -> Json:
+    return panel(
+        "state-timeline",
+        "State timeline",
+        "The session's state while it was live, over the dashboard's range.",
+        [prom(f"max by (state) (coding_agent_session_state{{{one}}}) == 1", "{{state}}")],
+        fieldConfig={
+            "defaults": {
+                "color": {"mode": "palette-classic"},
+                "mappings": [{"type": "value", "options": {"1": {"text": "yes", "index": 0}}}],
+            },
+            "overrides": [
+                override("needs_user", ("color", {"mode": "fixed", "fixedColor": "red"})),
+                override("running", ("color", {"mode": "fixed", "fixedColor": "green"})),
+                override("background", ("color", {"mode": "fixed", "fixedColor": "blue"})),
+                override("idle", ("color", {"mode": "fixed", "fixedColor": "text"})),
+            ],
+        },
+        options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+    )
+
+
+def trace_table(
+    title: str, description: str, query: str, *, spans: bool, to: tuple[str, str], keep: str
+) -> Json:
+    """A Tempo search as a table whose trace (or span) ids open the trace in dashboard `to`'s
+    Trace panel. Grafana names the columns: traceID for traces, spanID and the hidden
+    traceIdHidden for spans (tests/test_dashboards.py pins them)."""
+    field, trace = ("spanID", "traceIdHidden") if spans else ("traceID", "traceID")
+    return table(
+        title,
+        description,
+        [traceql(query, spans=spans)],
+        fieldConfig={
+            "defaults": {},
+            "overrides": [override(field, trace_links(*to, trace, keep))],
+        },
+    )
+
+
+def trace_view(title: str, description: str) -> Json:
+    return panel("traces", title, description, [traceql("$trace")])
+
+
 def session() -> Json:
     one = 'session_id="$session"'
     conversation = 'span.gen_ai.conversation.id = "$session"'
+    here = (SESSION_UID, "coding-agent-session")
     items: list[tuple[Json, int, int]] = [
+        *session_stats(one),
+        (state_timeline(one), 24, 6),
         (
-            stat(
-                "State",
-                "The session's state now.",
-                f"max by (state) (coding_agent_session_state{{{one}}})",
-                legend="{{state}}",
-                text_mode="name",
-                no_value="not live",
-            ),
-            6,
-            4,
-        ),
-        (
-            stat(
-                "Agent and project",
-                "Which agent runs the session, and where.",
-                f"max by (agent, project) (coding_agent_session_state{{{one}}})",
-                legend="{{agent}} in {{project}}",
-                text_mode="name",
-                no_value="not live",
-            ),
-            6,
-            4,
-        ),
-        (
-            stat(
-                "Waiting for you",
-                "How long the session has waited for you, and why.",
-                f"agent_session:coding_agent_needs_user:seconds{{{one}}}",
-                unit="s",
-                legend="{{reason}}",
-                text_mode="value_and_name",
-                no_value="not waiting",
-            ),
-            6,
-            4,
-        ),
-        (
-            stat(
-                "Quiet for",
-                "Time since the session last wrote a record or changed its state.",
-                f"agent_session:coding_agent_inactive:seconds{{{one}}}",
-                unit="s",
-                no_value="not live",
-            ),
-            6,
-            4,
-        ),
-        (
-            panel(
-                "state-timeline",
-                "State timeline",
-                "The session's state while it was live.",
-                [prom(f"max by (state) (coding_agent_session_state{{{one}}}) == 1", "{{state}}")],
-                fieldConfig={
-                    "defaults": {
-                        "color": {"mode": "palette-classic"},
-                        "mappings": [
-                            {"type": "value", "options": {"1": {"text": "yes", "index": 0}}}
-                        ],
-                    },
-                    "overrides": [
-                        override("needs_user", ("color", {"mode": "fixed", "fixedColor": "red"})),
-                        override("running", ("color", {"mode": "fixed", "fixedColor": "green"})),
-                        override("background", ("color", {"mode": "fixed", "fixedColor": "blue"})),
-                        override("idle", ("color", {"mode": "fixed", "fixedColor": "text"})),
-                    ],
-                },
-                options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
-            ),
-            24,
-            6,
-        ),
-        (
-            table(
+            trace_table(
                 "Turns",
-                "One trace per turn: its model, tokens and outcome. Click a trace id to open "
-                "the trace view.",
-                [
-                    traceql(
-                        f'{{ {conversation} && span.gen_ai.operation.name = "invoke_agent" }}'
-                        " | select(span.gen_ai.request.model, span.gen_ai.usage.input_tokens,"
-                        " span.gen_ai.usage.output_tokens, span.coding_agent.turn.outcome)"
-                    )
-                ],
+                "The session's turns in Tempo over the dashboard's range, one trace each, the "
+                "latest first: click a trace id to open the turn in Turn trace below.",
+                f'{{ {conversation} && span.gen_ai.operation.name = "invoke_agent" }}'
+                " | select(span.gen_ai.request.model, span.gen_ai.usage.input_tokens,"
+                " span.gen_ai.usage.output_tokens, span.coding_agent.turn.outcome)",
+                spans=False,
+                to=here,
+                keep=SESSION_KEEP,
             ),
             24,
             9,
         ),
         (
-            table(
-                "Tool calls",
-                "Every tool call of the session, with its outcome.",
-                [
-                    traceql(
-                        f'{{ {conversation} }} >> {{ span.gen_ai.operation.name = "execute_tool" }}'
-                        " | select(span.gen_ai.tool.name, span.coding_agent.tool.outcome,"
-                        " span.error.type)",
-                        spans=True,
-                    )
-                ],
-            ),
-            12,
-            9,
-        ),
-        (
-            table(
-                "Sub-agents",
-                "Sub-agents the session started, nested ones included.",
-                [
-                    traceql(
-                        f'{{ {conversation} }} >> {{ span.gen_ai.operation.name = "invoke_agent" }}'
-                        " | select(span.gen_ai.agent.name, span.coding_agent.subagent.outcome,"
-                        " span.coding_agent.subagent.background)",
-                        spans=True,
-                    )
-                ],
-            ),
-            12,
-            9,
-        ),
-        (
-            panel(
-                "traces",
-                "Trace",
-                "Paste a trace id from the tables above into the Trace variable.",
-                [traceql("$trace")],
+            trace_view(
+                "Turn trace",
+                "The turn picked in Turns, Tool calls or Sub-agents (click its id), as a "
+                "waterfall: the agent, its model calls, tools and the sub-agents they started.",
             ),
             24,
             14,
+        ),
+        (
+            trace_table(
+                "Tool calls",
+                "Every tool call of the session over the dashboard's range, with its outcome: "
+                "click a span id for its turn in Turn trace.",
+                f'{{ {conversation} }} >> {{ span.gen_ai.operation.name = "execute_tool" }}'
+                " | select(span.gen_ai.tool.name, span.coding_agent.tool.outcome,"
+                " span.error.type)",
+                spans=True,
+                to=here,
+                keep=SESSION_KEEP,
+            ),
+            12,
+            9,
+        ),
+        (
+            trace_table(
+                "Sub-agents",
+                "Sub-agents the session started over the dashboard's range, nested ones "
+                "included: click a span id for its turn in Turn trace.",
+                f'{{ {conversation} }} >> {{ span.gen_ai.operation.name = "invoke_agent" }}'
+                " | select(span.gen_ai.agent.name, span.coding_agent.subagent.outcome,"
+                " span.coding_agent.subagent.background)",
+                spans=True,
+                to=here,
+                keep=SESSION_KEEP,
+            ),
+            12,
+            9,
         ),
     ]
     return dashboard(
@@ -969,15 +1062,13 @@ def session() -> Json:
         [
             datasource_variable("datasource", "prometheus", "Prometheus"),
             datasource_variable("tempo", "tempo", "Tempo"),
-            query_variable(
-                "session",
-                "Session",
-                "label_values(coding_agent_session_state, session_id)",
-                multi=False,
-            ),
+            picker_variable("session", "Session", PICKER, PICKER_REGEX),
+            picker_variable("agent", "Agent", SESSION_AGENT, '/agent="(?<value>[^"]*)"/')
+            | {"hide": 2},
             textbox_variable("trace", "Trace"),
         ],
         layout(items),
+        console=console_url("${session}", "${agent}"),
     )
 
 
@@ -987,63 +1078,74 @@ def session() -> Json:
 def traces() -> Json:
     tool = 'span.gen_ai.operation.name = "execute_tool"'
     agent = 'span.gen_ai.operation.name = "invoke_agent"'
+    here = ("coding-agent-traces", "coding-agent-traces")
+    keep = "&${min_duration:queryparam}"
+    slowest = trace_table(
+        "Slowest tool calls",
+        "Tool calls over the dashboard's range that took longer than the Min duration "
+        "variable: click a span id for its turn in Trace, a conversation id for its session.",
+        f"{{ {tool} && duration > $min_duration }}"
+        " | select(span.gen_ai.tool.name, span.gen_ai.conversation.id,"
+        " span.coding_agent.tool.outcome)",
+        spans=True,
+        to=here,
+        keep=keep,
+    )
+    slowest["fieldConfig"]["overrides"].append(
+        override(
+            "gen_ai.conversation.id",
+            (
+                "links",
+                [
+                    {
+                        "title": "Session ${__value.raw}",
+                        "url": session_url("${__value.raw}"),
+                    }
+                ],
+            ),
+        )
+    )
     items: list[tuple[Json, int, int]] = [
+        (slowest, 12, 10),
         (
-            table(
-                "Slowest tool calls",
-                "Tool calls that took longer than the Min duration variable.",
-                [
-                    traceql(
-                        f"{{ {tool} && duration > $min_duration }}"
-                        " | select(span.gen_ai.tool.name, span.gen_ai.conversation.id,"
-                        " span.coding_agent.tool.outcome)",
-                        spans=True,
-                    )
-                ],
-            ),
-            12,
-            10,
-        ),
-        (
-            table(
+            trace_table(
                 "Failed tool calls",
-                "Tool calls that ended in an error, were rejected or were cancelled.",
-                [
-                    traceql(
-                        f"{{ {tool} && (status = error || span.error.type != nil) }}"
-                        " | select(span.gen_ai.tool.name, span.error.type,"
-                        " span.coding_agent.tool.outcome)",
-                        spans=True,
-                    )
-                ],
+                "Tool calls over the dashboard's range that ended in an error, were rejected or "
+                "were cancelled: click a span id for its turn in Trace.",
+                f"{{ {tool} && (status = error || span.error.type != nil) }}"
+                " | select(span.gen_ai.tool.name, span.error.type,"
+                " span.coding_agent.tool.outcome)",
+                spans=True,
+                to=here,
+                keep=keep,
             ),
             12,
             10,
         ),
         (
-            table(
+            trace_table(
                 "Turns with sub-agents",
-                "Turns in which a tool call started a sub-agent.",
-                [
-                    traceql(
-                        f"{{ {tool} }} > {{ {agent} }}"
-                        " | select(span.gen_ai.agent.name, span.coding_agent.subagent.outcome)"
-                    )
-                ],
+                "Turns over the dashboard's range in which a tool call started a sub-agent: "
+                "click a trace id to open it in Trace.",
+                f"{{ {tool} }} > {{ {agent} }}"
+                " | select(span.gen_ai.agent.name, span.coding_agent.subagent.outcome)",
+                spans=False,
+                to=here,
+                keep=keep,
             ),
             12,
             10,
         ),
         (
-            table(
+            trace_table(
                 "Interrupted or failed turns",
-                "Turns the user interrupted or that ended in an API error.",
-                [
-                    traceql(
-                        f'{{ {agent} && span.coding_agent.turn.outcome =~ "interrupted|failed" }}'
-                        " | select(span.gen_ai.conversation.id, span.coding_agent.project)"
-                    )
-                ],
+                "Turns over the dashboard's range that the user interrupted or that ended in an "
+                "API error: click a trace id to open it in Trace.",
+                f'{{ {agent} && span.coding_agent.turn.outcome =~ "interrupted|failed" }}'
+                " | select(span.gen_ai.conversation.id, span.coding_agent.project)",
+                spans=False,
+                to=here,
+                keep=keep,
             ),
             12,
             10,
@@ -1060,11 +1162,10 @@ def traces() -> Json:
             14,
         ),
         (
-            panel(
-                "traces",
+            trace_view(
                 "Trace",
-                "Paste a trace id from the tables above into the Trace variable.",
-                [traceql("$trace")],
+                "The trace picked in the tables above (click its id), or pasted into the Trace "
+                "variable, as a waterfall.",
             ),
             12,
             14,
@@ -1088,19 +1189,39 @@ def traces() -> Json:
 DASHBOARDS = {"overview.json": overview, "session.json": session, "traces.json": traces}
 
 
-def render() -> dict[str, str]:
-    return {name: json.dumps(build(), indent=2) + "\n" for name, build in DASHBOARDS.items()}
+def with_console(dashboard: Json, url: str) -> Json:
+    for variable in dashboard["templating"]["list"]:
+        if variable["name"] == "console":
+            variable.update(query=url, current={"text": url, "value": url})
+    return dashboard
+
+
+def render(console: str = CONSOLE) -> dict[str, str]:
+    return {
+        name: json.dumps(with_console(build(), console), indent=2, ensure_ascii=False) + "\n"
+        for name, build in DASHBOARDS.items()
+    }
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if the JSON is out of date")
+    parser.add_argument(
+        "--console-url",
+        default=CONSOLE,
+        help="where your browser reaches the exporter's web console (its --web.external-url); "
+        f"the dashboards' links to it (default: {CONSOLE})",
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help=f"folder to write (default: {OUT})")
+    args = parser.parse_args(argv)
     stale = []
-    for name, text in render().items():
-        path = OUT / name
-        if "--check" in argv:
+    for name, text in render(args.console_url).items():
+        path = args.out / name
+        if args.check:
             if not path.exists() or path.read_text() != text:
                 stale.append(name)
         else:
-            OUT.mkdir(parents=True, exist_ok=True)
+            args.out.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     if stale:
         print(f"out of date: {', '.join(stale)}; run python dashboards/build.py", file=sys.stderr)

@@ -53,6 +53,8 @@ SPAN_ATTRIBUTES = {
     value for name, value in vars(semconv).items() if name.isupper() and isinstance(value, str)
 }
 BUILTIN_METRICS = {"up", "ALERTS", "ALERTS_FOR_STATE"}
+# A Grafana variable: $name or ${name} or ${name:format}; not $1, a label_replace group.
+VARIABLE = r"\$\{?([A-Za-z_]\w*)(?::\w+)?\}?"
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
 PROMQL_WORDS |= {"and", "or", "unless", "bool", "offset", "inf", "nan"}
 WAITING = FIXTURES / "claude-code" / "2.1.332" / "subagent-background"
@@ -112,12 +114,21 @@ def promql(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
                 yield panel["title"], target["expr"]
     for variable in dashboard["templating"]["list"]:
         if variable["type"] == "query":
-            found = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", variable["definition"])
-            assert found, variable["definition"]
-            yield f"${variable['name']}", f"group by ({found[2]}) ({found[1]})"
+            yield f"${variable['name']}", variable_expr(variable["definition"])
     for annotation in dashboard["annotations"]["list"]:
         if "expr" in annotation:
             yield f"{annotation['name']} (annotation)", annotation["expr"]
+
+
+def variable_expr(definition: str) -> str:
+    """The PromQL a Prometheus variable query runs: `label_values(expr, label)` asks for the
+    series of `expr` (here: their groups by `label`), `query_result(expr)` runs `expr`."""
+    found = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", definition)
+    if found:
+        return f"group by ({found[2]}) ({found[1]})"
+    found = re.fullmatch(r"query_result\((.*)\)", definition, re.DOTALL)
+    assert found, definition
+    return found[1]
 
 
 def rule_exprs() -> Iterator[tuple[str, str]]:
@@ -156,7 +167,11 @@ def substitute(expr: str, session_id: str = "none") -> str:
         "session": session_id,
     }.items():
         expr = expr.replace("${" + name + "}", value).replace("$" + name, value)
-    return re.sub(r"\$\{?\w+\}?", ".*", expr)
+    return re.sub(VARIABLE, ".*", expr)
+
+
+def variables_in(text: str) -> set[str]:
+    return set(re.findall(VARIABLE, text))
 
 
 def test_json_is_what_build_py_writes() -> None:
@@ -228,11 +243,10 @@ def test_every_variable_used_is_defined(path: Path) -> None:
     defined = {v["name"] for v in dashboard["templating"]["list"]}
     used = set()
     for text in strings({k: v for k, v in dashboard.items() if k != "templating"}):
-        for braced, bare in re.findall(r"\$\{(\w+)[^}]*\}|\$(\w+)", text):
-            used.add(braced or bare)
+        used |= variables_in(text)
     for variable in dashboard["templating"]["list"]:
         for text in strings(variable.get("query", "")):
-            used |= {b or n for b, n in re.findall(r"\$\{(\w+)[^}]*\}|\$(\w+)", text)}
+            used |= variables_in(text)
     used = {name for name in used if not name.startswith("__")}
     assert used <= defined, f"undefined: {used - defined}"
     unused = defined - used
