@@ -93,6 +93,7 @@ def serve(config: Config) -> int:
     # imported here: `metrics` and `sessions` start without them
     from ..sources.procwatch import ProcessWatch
     from ..sources.watch import Watcher
+    from ..web.live import Feed
     from ..web.server import Server
 
     try:
@@ -118,6 +119,8 @@ def serve(config: Config) -> int:
         tuple(config.homes),
     )
 
+    feed = Feed(config.project, console.linked)
+
     def json_api(path: str, query: dict[str, list[str]]) -> tuple[int, object]:
         with app.state.lock:
             app.state.refresh(time.time(), process_start)
@@ -125,7 +128,9 @@ def serve(config: Config) -> int:
 
     try:
         address = (config.host, config.port)
-        server = Server(address, app.registry, config.telemetry_path, ready, web_config, json_api)
+        server = Server(
+            address, app.registry, config.telemetry_path, ready, web_config, json_api, feed
+        )
     except OSError as error:
         hint = ""
         if error.errno == errno.EADDRINUSE:
@@ -160,12 +165,14 @@ def serve(config: Config) -> int:
     def exited(pids: set[int]) -> None:  # a live session's process exited
         probe.forget(pids)
         app.refresh()
+        feed.publish(app.state)
 
     procs = ProcessWatch(exited)
     procs.start()
     try:
         app.catch_up()
         ready.set()
+        feed.publish(app.state, reset=True, ready=True)
         app.engine.save_cache()
         settle_heap()
         last_rescan = last_refresh = time.monotonic()
@@ -177,12 +184,14 @@ def serve(config: Config) -> int:
             changed = watcher.changed(timeout=min(1.0, wait))
             if changed:
                 app.changed(sorted(changed))
+                feed.publish(app.state)
                 if refresh_due is None:
                     refresh_due = max(time.monotonic(), last_refresh + REFRESH_AFTER_CHANGE)
             now = time.monotonic()
             due = refresh_due is not None and now >= refresh_due
             if due or now - last_refresh >= REFRESH_EVERY:
                 app.refresh()  # an index gone idle ends its turn without waiting for a scrape
+                feed.publish(app.state)
                 last_refresh, refresh_due = time.monotonic(), None
             app.stats.rescanning = watcher.degraded
             if app.stats.rescanning and time.monotonic() - last_rescan >= RESCAN_EVERY:
@@ -191,6 +200,7 @@ def serve(config: Config) -> int:
             if spans is not None:
                 spans.save(now=time.time())
     finally:
+        feed.close()
         watcher.stop()
         procs.stop()
         server.shutdown()

@@ -619,7 +619,7 @@ def _size(path: Path) -> int:
         return 0  # the worker meets the error, the main process reports it
 
 
-_NOT_CACHED = frozenset({"lock", "observer", "find"})
+_NOT_CACHED = frozenset({"lock", "observer", "find", "touched"})
 """Attributes of the state and of `HeldSessions` that belong to this process, not the cache."""
 _STATS_KEPT = ("bytes_read", "records", "parse_errors", "files")
 

@@ -87,6 +87,7 @@ class State:
         self._waiting: dict[tuple[str, str], tuple[str, float]] = {}  # reason, since
         self.sessions: dict[tuple[str, str], Session] = {}
         self._busy: set[tuple[str, str]] = set()  # sessions that may have open work
+        self.touched: set[tuple[str, str]] = set()  # sessions told of since `take_touched`
         self._busy_limit = BUSY_SLACK  # `_busy` is pruned beyond this size
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
@@ -103,7 +104,9 @@ class State:
     def apply(self, agent: str, event: Event) -> None:
         session_id = getattr(event, "session_id", None)
         if isinstance(session_id, str):  # work may open only through one of its events
-            self._busy.add((agent, session_id))
+            key = (agent, session_id)
+            self._busy.add(key)
+            self.touched.add(key)
         match event:
             case LiveIndexRead():
                 self.entries[(agent, event.source)] = event
@@ -156,6 +159,11 @@ class State:
                     self._compacted(agent, event.usage)
         if len(self._busy) > self._busy_limit:  # after the event: it may have opened work
             self._prune_busy()
+
+    def take_touched(self) -> set[tuple[str, str]]:
+        """The sessions events were applied to since the last call (for `web.live`)."""
+        touched, self.touched = self.touched, set()
+        return touched
 
     def _compacted(self, agent: str, usage: Usage | None) -> None:
         self.totals.compactions[(agent,)] += 1

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from ..prometheus.exposition import FamilyRenders
+from .live import Feed
 from .webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -112,10 +113,11 @@ class Server(ThreadingHTTPServer):
         ready: threading.Event,
         web_config: WebConfig | None = None,
         api: Api | None = None,
+        feed: Feed | None = None,
         static: Path = STATIC,
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
-        self.ready, self.api, self.static = ready, api, static
+        self.ready, self.api, self.feed, self.static = ready, api, feed, static
         self.renders: dict[str, Renders] = {}  # by content type (format, version, escaping)
         self._renders_lock = threading.Lock()
         self.web_config = web_config or WebConfig()
@@ -166,7 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         path, _, query = self.path.partition("?")
-        if path.startswith("/api/") and self.server.api is not None:
+        if path == "/api/events" and self.server.feed is not None:
+            self._stream(self.server.feed)
+        elif path.startswith("/api/") and self.server.api is not None:
             status, doc = self.server.api(path, parse_qs(query))
             self._send(status, "application/json", json.dumps(doc).encode())
         elif path == self.server.telemetry_path:
@@ -185,6 +189,28 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:
         self.do_GET()
+
+    def _stream(self, feed: Feed) -> None:
+        """Server-sent events until the client goes or the server stops (`live`)."""
+        events = feed.stream() if self.command == "GET" else None
+        if events is None:
+            busy = self.command == "GET"
+            self._send(503 if busy else 200, "text/event-stream", b"")
+            return
+        self.close_connection = True  # the stream ends with the connection
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("X-Accel-Buffering", "no")  # a proxy (nginx) passes each event on
+        self.end_headers()
+        try:
+            for chunk in events:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (ConnectionError, TimeoutError, ssl.SSLError):
+            pass  # the client went away: noticed at the latest by the next keep-alive
+        finally:
+            events.close()
 
     def _static(self, name: str) -> None:
         """A file of the console, by its bare name (no folder: nothing else can be reached)."""

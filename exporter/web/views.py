@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,13 +47,23 @@ def session_row(
 ) -> dict[str, Any] | None:
     """One session's row, live or not; None when the state knows no such session (or only its
     name, from a title index)."""
+    return rows_of(state, project, [(agent, session_id)])[(agent, session_id)]
+
+
+def rows_of(
+    state: State, project: ProjectLabel, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], dict[str, Any] | None]:
+    """The rows of the sessions `keys` names (None for one the state does not know)."""
+    found: dict[tuple[str, str], dict[str, Any] | None] = {}
     with state.lock:
-        session = state.sessions.get((agent, session_id))
-        if session is None or not session.counted:
-            return None
-        row = _row_of(state, session, project)
-    del row["_updated"]
-    return row
+        for key in keys:
+            session = state.sessions.get(key)
+            if session is None or not session.counted:
+                found[key] = None
+                continue
+            row = found[key] = _row_of(state, session, project)
+            del row["_updated"]
+    return found
 
 
 def _row_of(state: State, session: Session, project: ProjectLabel) -> dict[str, Any]:
