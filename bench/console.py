@@ -1,0 +1,190 @@
+"""The console at 10,000 sessions: first render, a filter, a search and a page turn, in Chromium.
+
+    python bench/console.py                      # 10,000 sessions, 5 rounds
+    python bench/console.py --sessions 10000 --rounds 10
+
+Writes `--sessions` tiny Claude Code journals (one prompt, one response each; 50 projects; the
+titles "task <n>: ...") into a temporary home, starts `coding-agent-exporter serve` over it (other
+harnesses off) and opens the console's history view in Debian's Chromium (`/usr/bin/chromium`,
+driven headless by Playwright from PyPI) at 1400x900. Times are read inside the page: the console
+marks `console-rendered` (`performance.mark`) each time it has drawn the sessions, so a time is
+from the navigation's start (first render) or from just before the action (filter, search, page
+turn) to the mark, including the request to /api/sessions and its answer. The same requests
+timed from Python alone are printed beside them, to tell the server's share from the page's.
+Prints the median and the maximum over `--rounds`. `tests/test_console.py` writes its 10,000
+sessions with `write_sessions` below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECTS = 50
+CHROMIUM = "/usr/bin/chromium"
+OTHERS = [
+    f"--no-harness.{name}"
+    for name in ("gemini-cli", "opencode", "grok", "pi", "oh-my-pi", "vibe", "codex")
+]
+"""`serve` flags that leave every harness but Claude Code's off."""
+
+
+def journal(home: Path, number: int, title: str | None = None) -> tuple[str, Path]:
+    """One finished Claude Code session: a prompt (`title`, else "task <n>: ...") and one
+    response, in project `project-<n % 50>`; returns its session id and journal path."""
+    session_id = str(uuid.UUID(int=number + 1))
+    project = f"project-{number % PROJECTS}"
+    folder = home / "projects" / f"-home-user-work-{project}"
+    folder.mkdir(parents=True, exist_ok=True)
+    minute = number % (28 * 24 * 60)
+    at = f"2026-11-{1 + minute // 1440:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:00"
+    base = {
+        "sessionId": session_id,
+        "cwd": f"/home/user/work/{project}",
+        "version": "2.1.332",
+        "isSidechain": False,
+        "userType": "external",
+    }
+    prompt = title if title is not None else f"task {number}: fix the build of {project}"
+    user = {
+        **base,
+        "type": "user",
+        "parentUuid": None,
+        "uuid": f"u-{number}",
+        "timestamp": f"{at}.000Z",
+        "message": {"role": "user", "content": prompt},
+    }
+    usage = {
+        "input_tokens": 3 + number % 1000,
+        "output_tokens": 25,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 10,
+    }
+    reply = {
+        **base,
+        "type": "assistant",
+        "parentUuid": f"u-{number}",
+        "uuid": f"a-{number}",
+        "timestamp": f"{at}.500Z",
+        "requestId": f"req_{number}",
+        "message": {
+            "id": f"msg_{number}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-5-5",
+            "content": [{"type": "text", "text": "done"}],
+            "stop_reason": "end_turn",
+            "usage": usage,
+        },
+    }
+    path = folder / f"{session_id}.jsonl"
+    path.write_text(json.dumps(user) + "\n" + json.dumps(reply) + "\n")
+    return session_id, path
+
+
+def write_sessions(home: Path, count: int) -> None:
+    """`count` sessions: numbers 0..count-1, `journal`'s."""
+    for number in range(count):
+        journal(home, number)
+
+
+MARKS = "performance.getEntriesByName('console-rendered').map(e => e.startTime)"
+
+
+def _after(page: Any, action: Callable[[], object]) -> float:
+    """Milliseconds from just before `action()` to the next `console-rendered` mark."""
+    seen = len(page.evaluate(MARKS))
+    start = page.evaluate("performance.now()")
+    action()
+    page.wait_for_selector(f"main[data-rendered='{seen + 1}']", timeout=30_000)
+    end: float = page.evaluate(MARKS)[seen]
+    return end - start
+
+
+def _server_ms(url: str) -> float:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=30) as response:
+        response.read()
+    return (time.perf_counter() - start) * 1000
+
+
+PROJECT = "/home/user/work/project-7"
+
+
+def _round(browser: Any, url: str, times: dict[str, list[float]]) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(url + "/#/?history=1")
+    page.wait_for_selector("main[data-rendered='1']", timeout=30_000)
+    times["first"].append(page.evaluate(MARKS)[0])
+    times["filter"].append(_after(page, lambda: page.select_option("#f-project", PROJECT)))
+    times["search"].append(_after(page, lambda: page.fill("#f-q", "task 77")))
+    page.fill("#f-q", "")
+    page.wait_for_selector("main[data-rendered='4']", timeout=30_000)
+    page.select_option("#f-project", "")
+    page.wait_for_selector("main[data-rendered='5']", timeout=30_000)
+    times["page"].append(_after(page, lambda: page.click("text=Older →")))
+    page.close()
+
+
+def measure(url: str, rounds: int) -> dict[str, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    times: dict[str, list[float]] = {k: [] for k in ("first", "filter", "search", "page")}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            for _ in range(rounds):
+                _round(browser, url, times)
+        finally:
+            browser.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tests.backends import run_exporter
+
+    with tempfile.TemporaryDirectory(prefix="cae-console-") as tmp:
+        work = Path(tmp)
+        start = time.perf_counter()
+        write_sessions(work / "claude", args.sessions)
+        print(f"{args.sessions} sessions written in {time.perf_counter() - start:.1f} s")
+        start = time.perf_counter()
+        flags = [*OTHERS, "--state.dir", str(work / "state")]
+        with run_exporter(work / "claude", work, *flags) as url:
+            print(f"exporter ready in {time.perf_counter() - start:.1f} s")
+            times = measure(url, args.rounds)
+            base = url + "/api/sessions?history=1&limit=100"
+            api = {
+                "first": base,
+                "filter": f"{base}&project={PROJECT}",
+                "search": f"{base}&q=task+77",
+                "page": f"{base}&offset=100",
+            }
+            server = {k: [_server_ms(u) for _ in range(args.rounds)] for k, u in api.items()}
+    print(f"console, history view of {args.sessions:,} sessions, 1400x900, {args.rounds} rounds")
+    print(f"{'':>8}  {'page median':>12}  {'page max':>9}  {'API median':>11}")
+    for name, values in times.items():
+        print(
+            f"{name:>8}  {statistics.median(values):>9.0f} ms  {max(values):>6.0f} ms"
+            f"  {statistics.median(server[name]):>8.0f} ms"
+        )
+    print(f"command: python bench/console.py --sessions {args.sessions} --rounds {args.rounds}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,438 @@
+// The console: a router (#/ the sessions, #/session/<agent>/<id> one session), the live link
+// (one EventSource on /api/events: a view re-fetches what it shows when a changed row matters to
+// it; nothing is polled) and the sessions view.
+
+import { sessionView } from "./session.js";
+import {
+  api,
+  compact,
+  el,
+  money,
+  sessionHref,
+  stateBadge,
+  STATE_LABELS,
+  throttled,
+  tick,
+  timeEl,
+  tokensTitle,
+  whole,
+} from "./util.js";
+
+const PAGE = 100;
+const FILTERS = ["agent", "project", "state"];
+const STATE_ORDER = ["needs_user", "running", "background", "idle", "ended"];
+const main = document.getElementById("main");
+const liveNote = document.getElementById("live");
+const catchingUp = document.getElementById("catching-up");
+export const status = {
+  ready: true,
+  capture_content: false,
+  grafana_url: null,
+  trace_url: null,
+  telemetry_path: "/metrics",
+};
+let view = null; // the view shown: {onRows(rows), refresh(), destroy()}
+let lastList = "#/"; // the sessions view's address, for the session view's way back
+
+// ---- the sessions view ------------------------------------------------------------------
+
+/** The sessions view's query, from the address: #/?history=1&agent=…&q=…&offset=100 */
+function listQuery(search) {
+  const params = new URLSearchParams(search);
+  const query = {
+    history: params.get("history") === "1",
+    q: params.get("q") || "",
+    offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
+  };
+  for (const name of FILTERS) query[name] = params.get(name) || "";
+  return query;
+}
+
+function listAddress(query) {
+  const params = new URLSearchParams();
+  if (query.history) params.set("history", "1");
+  for (const name of FILTERS) if (query[name]) params.set(name, query[name]);
+  if (query.q) params.set("q", query.q);
+  if (query.offset) params.set("offset", String(query.offset));
+  const text = params.toString();
+  return text ? `#/?${text}` : "#/";
+}
+
+function apiQuery(query) {
+  const params = new URLSearchParams({ limit: String(PAGE), offset: String(query.offset) });
+  if (query.history) params.set("history", "1");
+  for (const name of FILTERS) if (query[name]) params.append(name, query[name]);
+  if (query.q) params.set("q", query.q);
+  return `api/sessions?${params}`;
+}
+
+/** Whether a row (from an event) belongs to the page's filters: then the page may change. */
+function matches(row, query) {
+  if (!query.history && !row.live) return false;
+  for (const name of FILTERS) if (query[name] && row[name] !== query[name]) return false;
+  if (query.q) {
+    const q = query.q.toLowerCase();
+    const title = (row.title || "").toLowerCase();
+    if (!title.includes(q) && !row.session_id.toLowerCase().includes(q)) return false;
+  }
+  return true;
+}
+
+const COLUMNS = [
+  ["state", "State"],
+  ["agent", "Agent"],
+  ["project", "Project"],
+  ["title", "Title"],
+  ["model", "Model"],
+  ["turns", "Turns"],
+  ["tokens", "Tokens"],
+  ["cost", "Cost"],
+  ["subagents", "Sub-agents"],
+  ["activity", "Last activity"],
+];
+
+function cell(key, ...content) {
+  const label = COLUMNS.find(([k]) => k === key)[1];
+  return el("td", { class: `c-${key}`, "data-label": label }, ...content);
+}
+
+function sessionRow(row) {
+  const href = sessionHref(row.agent, row.session_id);
+  const turns = row.turns || {};
+  const turnCount = (turns.completed || 0) + (turns.interrupted || 0) + (turns.failed || 0);
+  const title = row.title || `untitled ${row.session_id.slice(0, 8)}`;
+  const running = row.subagents_running || 0;
+  const total = row.subagents_total ?? (row.subagents || []).length;
+  const tr = el(
+    "tr",
+    { class: `row s-${row.state}`, "data-agent": row.agent, "data-session": row.session_id },
+    cell(
+      "state",
+      stateBadge(row.state, row.reason),
+      row.state !== "ended" && row.state_since ? " " : null,
+      row.state !== "ended" && row.state_since ? timeEl(row.state_since, "for") : null,
+    ),
+    cell("agent", row.agent),
+    cell("project", el("span", { class: "clip", title: row.cwd || row.project || "" }, row.project || "–")),
+    cell(
+      "title",
+      el("a", { href, class: row.title ? "clip" : "clip muted", title: `${title}\n${row.session_id}` }, title),
+    ),
+    cell("model", row.model || "–"),
+    cell(
+      "turns",
+      el("span", {
+        title: `${whole(turns.completed || 0)} completed, ${whole(turns.interrupted || 0)} interrupted, ${whole(turns.failed || 0)} failed`,
+        text: whole(turnCount),
+      }),
+    ),
+    cell("tokens", el("span", { title: tokensTitle(row.tokens), text: compact(row.tokens_total) })),
+    cell(
+      "cost",
+      el("span", {
+        title:
+          row.reported_cost_usd !== null && row.reported_cost_usd !== undefined
+            ? `the agent reported ${money(row.reported_cost_usd)}`
+            : "priced from the tokens",
+        text: money(row.cost_usd),
+      }),
+    ),
+    cell(
+      "subagents",
+      total
+        ? el("span", {
+            class: running ? "busy" : "",
+            title: `${running} running of ${total}`,
+            text: `${running}/${total}`,
+          })
+        : el("span", { class: "muted", text: "–" }),
+    ),
+    cell("activity", timeEl(row.updated_at)),
+  );
+  tr.addEventListener("click", (event) => {
+    if (event.target.closest("a, button") || getSelection().toString()) return;
+    location.hash = href;
+  });
+  return tr;
+}
+
+function optionList(select, name, facet, chosen) {
+  const counts = facet || {};
+  const names = Object.keys(counts).sort((a, b) =>
+    name === "state" ? STATE_ORDER.indexOf(a) - STATE_ORDER.indexOf(b) : a.localeCompare(b),
+  );
+  if (chosen && !names.includes(chosen)) names.unshift(chosen);
+  const all = { agent: "All agents", project: "All projects", state: "All states" }[name];
+  select.replaceChildren(
+    el("option", { value: "" }, all),
+    ...names.map((value) =>
+      el(
+        "option",
+        { value, selected: value === chosen },
+        `${name === "state" ? STATE_LABELS[value] || value : value} (${whole(counts[value] || 0)})`,
+      ),
+    ),
+  );
+  select.value = chosen;
+}
+
+function sessionsView(search) {
+  let query = listQuery(search);
+  let shown = new Set(); // "agent\u0000id" of the rows on the page
+  let generation = 0;
+  const go = (changes, replace = false) => {
+    query = { ...query, ...changes };
+    const address = listAddress(query);
+    lastList = address;
+    if (replace) history.replaceState(null, "", address);
+    else history.pushState(null, "", address);
+    routed = address;
+    refresh();
+  };
+
+  const modes = el("div", { class: "modes", role: "group", "aria-label": "Which sessions" });
+  for (const [history, label] of [
+    [false, "Live"],
+    [true, "History"],
+  ]) {
+    modes.append(
+      el(
+        "button",
+        {
+          type: "button",
+          "aria-pressed": String(query.history === history),
+          "data-mode": history ? "history" : "live",
+          onclick: () => go({ history, offset: 0 }),
+        },
+        label,
+      ),
+    );
+  }
+  const selects = {};
+  for (const name of FILTERS) {
+    selects[name] = el("select", {
+      id: `f-${name}`,
+      name,
+      onchange: (e) => go({ [name]: e.target.value, offset: 0 }),
+    });
+  }
+  const search_ = el("input", {
+    id: "f-q",
+    type: "search",
+    name: "q",
+    placeholder: "Title or session id",
+    autocomplete: "off",
+    value: query.q,
+  });
+  let typing = null;
+  search_.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => go({ q: search_.value.trim(), offset: 0 }, true), 200);
+  });
+  const form = el(
+    "form",
+    { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
+    modes,
+    ...FILTERS.map((name) =>
+      el("label", { for: `f-${name}` }, el("span", { class: "label" }, name[0].toUpperCase() + name.slice(1)), selects[name]),
+    ),
+    el("label", { for: "f-q" }, el("span", { class: "label" }, "Search"), search_),
+  );
+  const summary = el("p", { class: "summary", id: "summary" }, "Loading…");
+  const table = el(
+    "table",
+    { class: "sessions", "aria-describedby": "summary" },
+    el("caption", { class: "visually-hidden" }, "Sessions, waiting for you first"),
+    el("thead", {}, el("tr", {}, ...COLUMNS.map(([key, label]) => el("th", { scope: "col", class: `c-${key}` }, label)))),
+  );
+  const prev = el("button", { type: "button", onclick: () => go({ offset: Math.max(0, query.offset - PAGE) }) }, "← Newer");
+  const next = el("button", { type: "button", onclick: () => go({ offset: query.offset + PAGE }) }, "Older →");
+  const pageNote = el("span", { class: "page-note" });
+  const pager = el("nav", { class: "pager", "aria-label": "Pages" }, prev, pageNote, next);
+  main.replaceChildren(
+    el("h2", { class: "visually-hidden" }, "Sessions"),
+    form,
+    summary,
+    el("div", { class: "table-wrap" }, table),
+    pager,
+  );
+
+  function draw(doc) {
+    for (const name of FILTERS) optionList(selects[name], name, doc.facets && doc.facets[name], query[name]);
+    for (const button of modes.children) {
+      button.setAttribute("aria-pressed", String((button.dataset.mode === "history") === query.history));
+    }
+    if (search_.value.trim() !== query.q && document.activeElement !== search_) search_.value = query.q;
+    for (const body of table.querySelectorAll("tbody")) body.remove();
+    const rows = doc.sessions || [];
+    shown = new Set(rows.map((r) => `${r.agent}\u0000${r.session_id}`));
+    let body = null;
+    let group = null;
+    for (const row of rows) {
+      if (row.state !== group) {
+        group = row.state;
+        body = el(
+          "tbody",
+          { class: `group s-${group}` },
+          el(
+            "tr",
+            { class: "group-head" },
+            el("th", { scope: "rowgroup", colspan: String(COLUMNS.length) }, STATE_LABELS[group] || group),
+          ),
+        );
+        table.append(body);
+      }
+      body.append(sessionRow(row));
+    }
+    const total = doc.total || 0;
+    const first = rows.length ? query.offset + 1 : 0;
+    const last = query.offset + rows.length;
+    const facets = doc.facets && doc.facets.state;
+    const known = facets ? Object.values(facets).reduce((a, b) => a + b, 0) : null;
+    if (!rows.length) {
+      const what = query.history ? "No sessions" : "No live sessions";
+      const filtered = FILTERS.some((n) => query[n]) || query.q ? " match these filters" : "";
+      summary.replaceChildren(`${what}${filtered}.`);
+      if (!query.history) {
+        summary.append(
+          " ",
+          el("a", { href: listAddress({ ...query, history: true, offset: 0 }) }, "Show the history"),
+        );
+      }
+    } else {
+      summary.replaceChildren(
+        `${whole(first)}–${whole(last)} of ${whole(total)} ${query.history ? "" : "live "}session${total === 1 ? "" : "s"}`,
+        known !== null && known !== total ? ` (${whole(known)} before filters)` : "",
+      );
+    }
+    prev.disabled = query.offset <= 0;
+    next.disabled = last >= total;
+    pageNote.textContent = total > PAGE ? `page ${Math.floor(query.offset / PAGE) + 1} of ${Math.ceil(total / PAGE)}` : "";
+    pager.hidden = total <= PAGE && query.offset === 0;
+    main.dataset.rendered = String(++renders);
+    performance.mark("console-rendered"); // bench/console.py reads the times
+  }
+
+  async function refresh() {
+    const mine = ++generation;
+    let doc;
+    try {
+      doc = await api(apiQuery(query));
+    } catch (error) {
+      if (mine === generation) summary.replaceChildren(`Could not load the sessions: ${error.message}`);
+      return;
+    }
+    if (mine !== generation) return; // a newer query was asked for meanwhile
+    if (doc.total && query.offset >= doc.total) {
+      go({ offset: Math.floor((doc.total - 1) / PAGE) * PAGE }, true);
+      return;
+    }
+    draw(doc);
+  }
+
+  const later = throttled(refresh, 200);
+  refresh();
+  return {
+    refresh: later,
+    onRows(rows) {
+      if (rows.some((r) => shown.has(`${r.agent}\u0000${r.session_id}`) || matches(r, query))) later();
+    },
+    destroy() {
+      later.cancel();
+      clearTimeout(typing);
+      generation++;
+    },
+  };
+}
+let renders = 0;
+
+// ---- routing --------------------------------------------------------------------------
+
+let routed = null; // the address the view shown was made for
+
+function route() {
+  const hash = location.hash || "#/";
+  if (!hash.startsWith("#/") || hash === routed) return; // #main: the skip link // a popstate and a hashchange for one move
+  routed = hash;
+  if (view) view.destroy();
+  const session = /^#\/session\/([^/]+)\/(.+)$/.exec(hash);
+  if (session) {
+    view = sessionView(main, decodeURIComponent(session[1]), decodeURIComponent(session[2]), {
+      status,
+      back: lastList,
+    });
+  } else {
+    const search = hash.startsWith("#/?") ? hash.slice(3) : "";
+    lastList = listAddress(listQuery(search));
+    view = sessionsView(search);
+  }
+}
+
+// ---- the live link ----------------------------------------------------------------------
+
+let source = null;
+let connectedOnce = false;
+
+function showLive(state) {
+  liveNote.dataset.state = state;
+  liveNote.querySelector(".text").textContent = {
+    live: "live",
+    connecting: "connecting…",
+    reconnecting: "reconnecting…",
+  }[state];
+}
+
+function showReady(ready) {
+  const changed = ready !== status.ready;
+  status.ready = ready;
+  catchingUp.hidden = ready;
+  return changed;
+}
+
+function connect() {
+  source = new EventSource("api/events");
+  source.addEventListener("hello", (event) => {
+    const doc = JSON.parse(event.data);
+    showLive("live");
+    const changed = showReady(Boolean(doc.ready));
+    if (connectedOnce || changed) view.refresh(); // what happened while away, or the catch-up
+    connectedOnce = true;
+  });
+  source.addEventListener("rows", (event) => {
+    const doc = JSON.parse(event.data);
+    showLive("live");
+    if (showReady(Boolean(doc.ready))) view.refresh();
+    view.onRows(doc.rows || []);
+  });
+  source.addEventListener("error", () => {
+    showLive("reconnecting");
+    if (source.readyState === EventSource.CLOSED) {
+      // the server refused the stream (503: too many, or it is going away): try again later
+      setTimeout(connect, 5000);
+    }
+  });
+}
+
+async function start() {
+  try {
+    Object.assign(status, await api("api/status"));
+  } catch (error) {
+    console.warn("no api/status:", error.message);
+  }
+  showReady(status.ready !== false);
+  const metrics = document.getElementById("metrics-link");
+  metrics.href = (status.telemetry_path || "/metrics").replace(/^\//, ""); // relative: a proxy's prefix stays
+  document.querySelector(".skip").addEventListener("click", (event) => {
+    event.preventDefault();
+    main.focus();
+  });
+  if (status.version) document.getElementById("version").textContent = `v${status.version}`;
+  addEventListener("hashchange", route);
+  addEventListener("popstate", route);
+  route();
+  showLive("connecting");
+  connect();
+  setInterval(() => tick(), 15000); // relative times, from the local clock
+}
+
+start();
