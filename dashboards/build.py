@@ -118,12 +118,14 @@ def timeseries(
     unit: str = "short",
     stack: bool = False,
     threshold: float | None = None,
+    overrides: tuple[Json, ...] = (),
     **extra: Any,
 ) -> Json:
     custom: Json = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}
     if stack:
         custom.update(stacking={"mode": "normal", "group": "A"}, fillOpacity=60)
     fields = defaults(unit, **custom)
+    fields["overrides"] = list(overrides)
     if threshold is not None:
         custom["thresholdsStyle"] = {"mode": "line"}
         fields["defaults"]["thresholds"] = {
@@ -163,9 +165,9 @@ def organize(rename: dict[str, str], hide: tuple[str, ...] = ()) -> Json:
     }
 
 
-def override(field: str, *properties: tuple[str, Any]) -> Json:
+def override(field: str, *properties: tuple[str, Any], matcher: str = "byName") -> Json:
     return {
-        "matcher": {"id": "byName", "options": field},
+        "matcher": {"id": matcher, "options": field},
         "properties": [{"id": key, "value": value} for key, value in properties],
     }
 
@@ -404,7 +406,7 @@ def overview() -> Json:
         (
             stat(
                 "Needs you",
-                "Live sessions waiting for you: a permission prompt, a question, a plan.",
+                "Live sessions waiting for you now: a permission prompt, a question, a plan.",
                 f'sum(coding_agent_sessions{{{AGENT},state="needs_user"}})',
                 thresholds=RED_WHEN_ANY,
             ),
@@ -414,7 +416,7 @@ def overview() -> Json:
         (
             stat(
                 "Running",
-                "Live sessions working on a turn (a background shell alone is not counted).",
+                "Live sessions working on a turn now (a background shell alone is not counted).",
                 f'sum(coding_agent_sessions{{{AGENT},state="running"}})',
             ),
             4,
@@ -447,7 +449,7 @@ def overview() -> Json:
         (
             stat(
                 "Sub-agents running",
-                "Sub-agents still running in live sessions.",
+                "Sub-agents running now in live sessions.",
                 f"sum(coding_agent_subagents_running{{{AGENT}}}) or vector(0)",
             ),
             4,
@@ -715,7 +717,7 @@ def overview() -> Json:
         (
             stat(
                 "Readers up",
-                "Whether the exporter could read each agent's home at its last look.",
+                "Whether the exporter can read each agent's home now (at its last look).",
                 "min by (agent) (coding_agent_exporter_reader_up)",
                 legend="{{agent}}",
                 text_mode="value_and_name",
@@ -739,7 +741,7 @@ def overview() -> Json:
         (
             stat(
                 "Files watched",
-                "Agent files the exporter follows.",
+                "Agent files the exporter follows now.",
                 "sum by (agent) (coding_agent_exporter_files_watched)",
                 legend="{{agent}}",
                 text_mode="value_and_name",
@@ -840,7 +842,8 @@ def cost_panels() -> list[tuple[Json, int, int]]:
         (
             stat(
                 "Window: tokens used",
-                "Tokens of the active 5-hour usage window (ccusage's blocks), all types.",
+                "Tokens of the 5-hour usage window active now (ccusage's blocks), all types, "
+                "from its start until now.",
                 f"sum by (agent) ({window})",
                 legend="{{agent}}",
                 no_value="no active window",
@@ -851,7 +854,8 @@ def cost_panels() -> list[tuple[Json, int, int]]:
         (
             stat(
                 "Window: projected at its end",
-                "Tokens the window will have used by its end at the pace of the last 30 minutes.",
+                "Tokens the window active now will have used by its end at the pace of the "
+                "last 30 minutes.",
                 f"agent:coding_agent_usage_window_tokens:projected{{{AGENT}}}",
                 legend="{{agent}}",
                 no_value="no active window",
@@ -862,7 +866,8 @@ def cost_panels() -> list[tuple[Json, int, int]]:
         (
             stat(
                 "Window: limit",
-                "--usage-window.token-limit (max: the largest past window's tokens).",
+                "The limit in force now: --usage-window.token-limit (max: the largest past "
+                "window's tokens).",
                 f"coding_agent_usage_window_limit_tokens{{{AGENT}}}",
                 legend="{{agent}}",
                 no_value="no limit set",
@@ -873,7 +878,7 @@ def cost_panels() -> list[tuple[Json, int, int]]:
         (
             stat(
                 "Window: ends in",
-                "Time left in the active 5-hour usage window.",
+                "Time from now to the end of the active 5-hour usage window.",
                 f"coding_agent_usage_window_end_timestamp_seconds{{{AGENT}}} - time()",
                 unit="s",
                 legend="{{agent}}",
@@ -881,6 +886,34 @@ def cost_panels() -> list[tuple[Json, int, int]]:
             ),
             6,
             4,
+        ),
+        (
+            timeseries(
+                "Window: tokens against the limit",
+                "The active 5-hour window's tokens over the dashboard's range (they start again "
+                "at 0 with each window), its projection at its end, and the limit as a line.",
+                [
+                    prom(f"sum by (agent) ({window})", "{{agent}} used"),
+                    prom(
+                        f"agent:coding_agent_usage_window_tokens:projected{{{AGENT}}}",
+                        "{{agent}} projected at its end",
+                    ),
+                    prom(
+                        f"coding_agent_usage_window_limit_tokens{{{AGENT}}}",
+                        "{{agent}} limit",
+                    ),
+                ],
+                overrides=(
+                    override(
+                        ".* limit",
+                        ("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
+                        ("color", {"mode": "fixed", "fixedColor": "red"}),
+                        matcher="byRegexp",
+                    ),
+                ),
+            ),
+            24,
+            7,
         ),
     ]
 

@@ -40,6 +40,7 @@ from .backends import (
     write_index,
 )
 from .conftest import FIXTURES, ROOT, expected, scenarios
+from .test_otlp import write_later_turn
 
 DASHBOARDS = ROOT / "dashboards"
 JSON_FILES = sorted((DASHBOARDS / "grafana" / "dashboards").glob("*.json"))
@@ -59,6 +60,7 @@ PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
 PROMQL_WORDS |= {"and", "or", "unless", "bool", "offset", "inf", "nan"}
 WAITING = FIXTURES / "claude-code" / "2.1.332" / "subagent-background"
 RUNNING = FIXTURES / "claude-code" / "2.1.332" / "print-two-tools"
+LIMIT = "1000000"  # --usage-window.token-limit
 
 # Expressions that return nothing on this data, and why.
 MAY_BE_EMPTY = {
@@ -70,14 +72,9 @@ MAY_BE_EMPTY = {
     "CodingAgentExporterDown": "the exporter is up",
     "CodingAgentReaderDown": "the reader is up",
     "CodingAgentParseErrors": "no parse errors",
-    "Window: tokens used": "the fixtures' windows ended long ago",
-    "Window: projected at its end": "no active window",
-    "Window: limit": "no --usage-window.token-limit",
-    "Window: ends in": "no active window",
     "CodingAgentDailyBudget": "the fixtures cost far less than the budget",
-    "CodingAgentWindowLimit": "no active window, no limit",
+    "CodingAgentWindowLimit": "the active window stays far below the limit",
     "CodingAgentUnpricedTokens": "every recorded Claude Code model has a price",
-    "agent:coding_agent_usage_window_tokens:projected": "no active window",
 }
 
 
@@ -283,6 +280,7 @@ def merged_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for path in scenarios():
         shutil.copytree(path / "home" / "projects", home / "projects", dirs_exist_ok=True)
     (home / "sessions").mkdir()
+    write_later_turn(home)  # one session's records moved to now: a 5-hour window is active
     return home
 
 
@@ -349,7 +347,7 @@ def prometheus(
     merged_home: Path, live_sessions: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     workdir = tmp_path_factory.mktemp("backends")
-    with run_exporter(merged_home, workdir) as exporter:
+    with run_exporter(merged_home, workdir, "--usage-window.token-limit", LIMIT) as exporter:
         config = prometheus_config(
             exporter.removeprefix("http://"), job="coding-agents", rule_files=RULE_FILES
         )
@@ -404,3 +402,59 @@ def test_needs_you_table_and_totals_show_the_fixtures(
         "sum(coding_agent_sessions_total)",
     ):
         assert float(query(prometheus, expr)[0]["value"][1]) > 0, expr
+
+
+def grafana_text(row: dict[str, Any]) -> str:
+    """A query_result row as Grafana's Prometheus data source writes it for a variable's regex:
+    name{label="value",...} value timestamp_ms."""
+    labels = dict(row["metric"])
+    name = labels.pop("__name__", "")
+    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"{name}{{{inner}}} {row['value'][1]} {int(row['value'][0] * 1000)}"
+
+
+def pick(regex: str, text: str) -> tuple[str, str]:
+    """(text, value) as Grafana takes them from a /regex/'s named groups (JavaScript's (?<name>)
+    is Python's (?P<name>)); either one stands for the other when alone."""
+    found = re.search(regex.strip("/").replace("(?<", "(?P<"), text)
+    assert found, (regex, text)
+    groups = found.groupdict()
+    return groups.get("text") or groups["value"], groups.get("value") or groups["text"]
+
+
+def options(prometheus: str, variable: dict[str, Any], session_id: str = "none") -> list[Any]:
+    rows = query(prometheus, substitute(variable_expr(variable["definition"]), session_id))
+    return [pick(variable["regex"], grafana_text(row)) for row in rows]
+
+
+def test_session_picker_reads_agent_project_and_short_id(
+    prometheus: str, live_sessions: dict[str, str]
+) -> None:
+    variables = {v["name"]: v for v in load(JSON_FILES[1])["templating"]["list"]}
+    assert JSON_FILES[1].name == "session.json"
+    offered = options(prometheus, variables["session"])
+    waiting, running = live_sessions["waiting"], live_sessions["running"]
+    assert (f"claude-code · shop-api · {waiting[:8]}", waiting) in offered
+    assert {value for _, value in offered} == {waiting, running}
+    latest = query(prometheus, "coding_agent_session_last_activity_timestamp_seconds")
+    by_activity = sorted(latest, key=lambda r: -float(r["value"][1]))
+    assert [value for _, value in offered] == [r["metric"]["session_id"] for r in by_activity]
+    assert options(prometheus, variables["agent"], waiting) == [("claude-code", "claude-code")]
+
+
+def test_table_links_find_their_fields(prometheus: str, live_sessions: dict[str, str]) -> None:
+    """Each ${__data.fields.X} of a Prometheus table's links is a label of every row."""
+    from .test_dashboard_links import all_links
+
+    checked = set()
+    for _, panel, _, spec in all_links():
+        fields = re.findall(r"\$\{__data\.fields\.(\w+)\}", spec.get("url", ""))
+        if panel is None or panel["datasource"]["type"] != "prometheus" or not fields:
+            continue
+        for target in panel["targets"]:
+            rows = query(prometheus, substitute(target["expr"], live_sessions["waiting"]))
+            assert rows, panel["title"]
+            for row in rows:
+                assert all(row["metric"].get(f) for f in fields), (panel["title"], row)
+        checked.add(panel["title"])
+    assert checked == {"Needs you", "Live sessions"}
