@@ -128,7 +128,8 @@ def prometheus_config(
 
 
 @contextmanager
-def run_prometheus(workdir: Path, config_text: str) -> Iterator[str]:
+def run_prometheus(workdir: Path, config_text: str, *flags: str) -> Iterator[str]:
+    """Prometheus on `config_text`, with more command-line `flags` (`--enable-feature=...`)."""
     path = binary("prometheus", "prometheus")
     port = free_port()
     config = workdir / "prometheus.yml"
@@ -141,6 +142,7 @@ def run_prometheus(workdir: Path, config_text: str) -> Iterator[str]:
                 f"--storage.tsdb.path={workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--log.level=warn",
+                *flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,
