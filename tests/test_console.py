@@ -112,6 +112,12 @@ def stand_in(started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     return process
 
 
+def needs_turns(url: str, session_id: str) -> None:
+    """Until the turns endpoint is on main (issue 20, step 3): skipped. TODO: remove."""
+    if get(f"{url}/api/sessions/claude-code/{session_id}/turns")[0] == 404:
+        pytest.skip("waiting on GET /api/sessions/<agent>/<id>/turns (issue 20, step 3)")
+
+
 def open_console(tab: Any, url: str, address: str = "#/") -> None:
     tab.goto(f"{url}/{address}")
     tab.wait_for_selector("main[data-rendered]", timeout=10_000)
@@ -296,8 +302,7 @@ def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
     (subagent,) = facts["subagents"]
     home = home_of(tmp_path, "subagent-foreground")
     with serve(home, tmp_path) as url:
-        if get(f"{url}/api/sessions/claude-code/{FOREGROUND}/turns")[0] == 404:  # TODO remove
-            pytest.skip("waiting on GET /api/sessions/<agent>/<id>/turns (issue 20, step 3)")
+        needs_turns(url, FOREGROUND)
         open_console(tab, url, f"#/session/claude-code/{FOREGROUND}")
         tab.wait_for_selector("ul.waterfall", timeout=10_000)
         drawn = dict(tab.eval_on_selector_all("details.turn", DRAWN))
@@ -343,3 +348,41 @@ def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
         assert subagent["id"] in agent_span.locator(":scope > .span-details").inner_text()
         # content is never shown unless --traces.capture-content is on
         assert "gen_ai.input.messages" not in tab.inner_text("main")
+
+
+def test_a_live_turn_is_drawn_running_then_redrawn_when_it_ends_with_its_failed_tool_marked(
+    tmp_path: Path, tab: Any, stand_ins: list[subprocess.Popen[bytes]]
+) -> None:
+    """print-two-tools' journal cut after the first tool's result, its session live and busy: the
+    turn is drawn running, its open spans marked. The rest of the journal appended, the page
+    redraws the turn from the pushed row alone: completed, the recorded failing Bash marked."""
+    facts = expected(V / "print-two-tools")["sessions"][0]
+    home = home_of(tmp_path, "print-two-tools")
+    (path,) = home.glob(f"projects/*/{TWO_TOOLS}.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"tool_result"' in line) + 1
+    path.write_text("".join(lines[:cut]))
+    write_index(home, stand_in(stand_ins), TWO_TOOLS, status="busy")
+    with serve(home, tmp_path) as url:
+        needs_turns(url, TWO_TOOLS)
+        open_console(tab, url, f"#/session/claude-code/{TWO_TOOLS}")
+        tab.wait_for_selector("#live[data-state='live']", timeout=10_000)
+        tab.wait_for_selector("details.turn.running[data-outcome='running']", timeout=10_000)
+        assert tab.locator("li.span .open-mark").count() >= 2  # the turn and the pending tool
+        with path.open("a") as journal_file:
+            journal_file.write("".join(lines[cut:]))
+        tab.wait_for_selector("details.turn[data-outcome='completed']", timeout=5000)
+        assert tab.locator("li.span .open-mark").count() == 0
+        chats = tab.locator("li.span[data-operation='chat']").count()
+        assert chats == facts["messages"]
+        tools = tab.eval_on_selector_all(
+            "li.span[data-operation='execute_tool']",
+            "ls => ls.map(l => [l.dataset.name, l.classList.contains('error')])",
+        )
+        assert [name for name, _ in tools] == ["execute_tool Bash"] * facts["tool_calls"][
+            "by_tool"
+        ]["Bash"]
+        assert [failed for _, failed in tools].count(True) == facts["tool_calls"]["error"]
+        assert tools[-1][1]  # the second command exits 3 (the scenario's description)
+        failed = tab.locator("li.span.error .error-mark")
+        assert failed.count() == 1 and "error" in failed.inner_text()

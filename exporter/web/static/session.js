@@ -51,7 +51,7 @@ function header(row, links) {
       fact("Tool calls", whole(tools.total || 0), tools.error ? el("span", { class: "error-text" }, ` (${tools.error} failed)`) : null),
       fact("Started", row.started_at ? el("span", { title: exact(row.started_at) }, exact(row.started_at)) : "–"),
       fact("Last activity", timeEl(row.updated_at)),
-      fact("Session id", el("code", {}, row.session_id)),
+      el("div", { class: "fact wide" }, el("dt", {}, "Session id"), el("dd", {}, el("code", {}, row.session_id))),
     ),
     links,
   );
@@ -141,7 +141,7 @@ function tokenChart(turns) {
       svg("path", { class: "line", d: path }),
       ...cumulative.map(([at, n]) => svg("circle", { class: "dot", cx: x(at).toFixed(1), cy: y(n).toFixed(1), r: 2.5 }, svg("title", {}, `${clock(at)}: ${whole(n)} tokens`))),
       svg("text", { class: "tick", x: pad.left, y: H - 5 }, clock(t0)),
-      svg("text", { class: "tick end", x: W - pad.right, y: H - 5 }, clock(t1)),
+      svg("text", { class: "tick end", x: W - pad.right, y: H - 5 }, clock(t1) === clock(t0) ? `+${duration(t1 - t0)}` : clock(t1)),
       svg("text", { class: "tick", x: pad.left + 2, y: pad.top + 10 }, `${compact(sum)} tokens`),
     ),
   );
