@@ -150,6 +150,10 @@ class Harness(Protocol):
     # that locks a file while it writes one of its files: that lock (relative to the home);
     # its holder in `/proc/locks` makes the session live, before any open-file scan
     # (`sources.locks`; Codex's `thread-writer-locks/<thread>.lock`).
+    # Optional: `read_with(rel) -> tuple[str, ...]`, for an agent whose readers share what
+    # one file tells with the readers of others: glob patterns (relative to the home) of the
+    # files to read with the one at `rel` when a session's turns are replayed from its files
+    # (`runtime.replay`; Vibe's session folders, Gemini CLI's logs).
     # Optional: `lean`, a `TypedDict` of the fields its JSONL readers look at; its lines
     # are then decoded against it, the rest skipped unbuilt, unless spans show content
     # (`decode.lean`, `pool.decoder`; Claude Code's `claude_schema.Record`).

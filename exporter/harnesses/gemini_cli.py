@@ -64,6 +64,12 @@ class GeminiCli(Defaults):
             return "jsonl"
         return None
 
+    def read_with(self, rel: PurePosixPath) -> tuple[str, ...]:
+        """The files read together with a chat at `rel`: the index of projects and the TUI's
+        log, which says the session is interactive (`Harness`: a session's turns replayed)."""
+        parts = rel.parts
+        return ("projects.json", f"tmp/{parts[1]}/logs.json") if len(parts) > 2 else ()
+
     def reader(self, rel: PurePosixPath) -> FileReader:
         parts = rel.parts
         if parts == ("projects.json",):

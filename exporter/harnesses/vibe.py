@@ -93,6 +93,16 @@ class Vibe(Defaults):
             return _LEGACY_FILES.get(parts[-1])
         return None
 
+    def read_with(self, rel: PurePosixPath) -> tuple[str, ...]:
+        """The files read together with the one at `rel` (a session's store or folder): its
+        readers share what each file tells (`Harness`: a session's turns replayed)."""
+        parts = rel.parts
+        if parts[0] == ACTIVE or len(parts) < 2:
+            return ()
+        if parts[0] == UNIFIED:
+            return (f"{UNIFIED}/{parts[1]}/**/*",)
+        return (f"{parts[0]}/*", f"{parts[0]}/agents/*/*")
+
     def reader(self, rel: PurePosixPath) -> FileReader:
         parts = rel.parts
         if parts[0] == ACTIVE:

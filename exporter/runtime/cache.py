@@ -337,7 +337,20 @@ def _rebuilt(loaded: object, dormant: Sleepers) -> Snapshot:
         loaded.state["sessions"] = {
             (s.agent, s.session_id): s for s in map(_session, sessions.rows())
         }
+        _share_names(loaded.state["sessions"].values(), dormant.names)
     return loaded
+
+
+def _share_names(sessions: Iterable[Session], names: list[str]) -> None:
+    """The files a session was read from, as the very strings naming the sleeping files (loaded
+    apart, they would be a second copy of every path)."""
+    same = {name: name for name in names}
+    for session in sessions:
+        files = session.files
+        if isinstance(files, str):
+            session.files = same.get(files, files)
+        elif files is not None:
+            session.files = tuple(same.get(name, name) for name in files)
 
 
 def _session(row: list[Any]) -> Session:

@@ -95,6 +95,7 @@ def serve(config: Config) -> int:
     from ..sources.watch import Watcher
     from ..web.live import Feed
     from ..web.server import Server
+    from .replay import Replays
 
     try:
         web_config = webconfig.load(config.web_config) if config.web_config else None
@@ -117,6 +118,7 @@ def serve(config: Config) -> int:
         config.telemetry_path,
         config.capture,
         tuple(config.homes),
+        Replays(app).turns,
     )
 
     feed = Feed(config.project, console.linked)

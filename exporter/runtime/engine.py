@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..events import Event
+from ..events import Event, LiveIndexRead, LiveIndexRemoved, TitleSet
 from ..harnesses import FileKind, FileReader, Harness, TableReader
 from ..sources.decode import loads
 from ..sources.holders import HeldSessions, holders
@@ -41,6 +41,8 @@ from .pool import Ahead, Fed, Job, feed, feed_lines
 log = logging.getLogger(__name__)
 Found = Path | str
 """A file the engine found: a `Path`, or the name of one it already follows (no `Path` made)."""
+_INDEX_EVENTS = (LiveIndexRead, LiveIndexRemoved, TitleSet)
+"""What indexes beside the sessions tell (live processes, titles): no work of the session's."""
 _COMPANIONS = ("-wal", "-journal")
 """Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
 
@@ -207,6 +209,13 @@ class Engine:
         for source, changed in touched.values():
             if source.held is not None:
                 self._apply(source, source.held.probe(changed))
+
+    def read_files(self, names: Iterable[str]) -> None:
+        """Read these files of the homes once, in the catch-up's order (a session's files,
+        replayed: `replay`); one outside every home is left alone."""
+        found = [(name, source) for name in names if (source := self._source_of(Path(name)))]
+        for name, source in sorted(found, key=_order):
+            self._read(name, source)
 
     def rescan(self) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches
@@ -542,18 +551,26 @@ class Engine:
             self.stats.parse_errors[(agent, reason)] += 1
             self._once(path, reason, agent, detail)
         held = entry.source.held
+        last = None  # the session the file's last work was noted for
         for events in fed.groups:
-            if held is not None:
-                session_id = getattr(events[0], "session_id", None)
-                if isinstance(session_id, str):
-                    shared = isinstance(entry.tail, SqliteTail)
-                    held.note(Path(path), session_id, shared=shared)
-            self._apply(entry.source, events)
+            session_id, read_from = getattr(events[0], "session_id", None), None
+            if isinstance(session_id, str):
+                if held is not None:
+                    held.note(Path(path), session_id, shared=isinstance(entry.tail, SqliteTail))
+                if session_id != last and not isinstance(events[0], _INDEX_EVENTS):
+                    read_from, last = entry.path, session_id
+            self._apply(entry.source, events, read_from)
 
-    def _apply(self, source: Source, events: list[Event]) -> None:
+    def _apply(self, source: Source, events: list[Event], read_from: str | None = None) -> None:
+        """Fold `events` into the state; `read_from`: the file that told them, noted on their
+        session (a session's turns are replayed from its files: `runtime.replay`)."""
+        agent = source.harness.name
         with self.state.lock:
+            if read_from is not None:
+                session_id: str = getattr(events[0], "session_id")  # noqa: B009
+                self.state.session(agent, session_id).read_from(read_from)
             for event in events:
-                self.state.apply(source.harness.name, event)
+                self.state.apply(agent, event)
 
     def _forget(self, path: Found, entry: _File) -> None:
         if self._files.pop(_name(path), None) is not None:

@@ -108,6 +108,7 @@ class Session:
     counted: bool = False
     cost: float = 0.0  # USD, estimated from its tokens (`spend`)
     reported_cost: float | None = None  # USD, what the agent says it cost; None: it says nothing
+    files: str | tuple[str, ...] | None = None  # the files its work was read from (`read_from`)
 
     @property
     def turns(self) -> Mapping[str, int]:
@@ -166,6 +167,22 @@ class Session:
         if self.runs is None:
             self.runs = {}
         self.runs[run_id] = run
+
+    def read_from(self, name: str) -> None:
+        """Note a file that told its work (the engine's own name for it: no copy is kept)."""
+        files = self.files
+        if files is None:
+            self.files = name
+        elif isinstance(files, str):
+            if files != name:
+                self.files = (files, name)
+        elif name not in files:
+            self.files = (*files, name)
+
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        files = self.files
+        return () if files is None else (files,) if isinstance(files, str) else files
 
     def touch(self, at: float | None) -> None:
         if at is None:

@@ -13,8 +13,8 @@ import base64
 import json
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from .. import __version__
-from .semconv import SCHEMA_URL
+from .semconv import CONVERSATION_ID, SCHEMA_URL
 from .spool import Spool
 from .turns import NEXT_IDS
 
@@ -273,3 +273,37 @@ def tracer_provider(
 
 def tracer(provider: TracerProvider) -> trace.Tracer:
     return provider.get_tracer("coding-agent-exporter", __version__, schema_url=SCHEMA_URL)
+
+
+class Recent(SpanExporter):
+    """Keeps the spans of the last `traces` traces to end (whole), in memory; counts the turns
+    (root spans) by session. What a replay for the console records (`runtime.replay`)."""
+
+    def __init__(self, traces: int) -> None:
+        self.traces = traces
+        self.kept: OrderedDict[int, list[ReadableSpan]] = OrderedDict()
+        self.turns: Counter[str] = Counter()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            trace_id = span.context.trace_id
+            self.kept.setdefault(trace_id, []).append(span)
+            self.kept.move_to_end(trace_id)
+            if span.parent is None:
+                self.turns[str((span.attributes or {}).get(CONVERSATION_ID, ""))] += 1
+        while len(self.kept) > self.traces:
+            self.kept.popitem(last=False)
+        return SpanExportResult.SUCCESS
+
+
+def recording(traces: int) -> tuple[trace.Tracer, Callable[[], Recent]]:
+    """A tracer whose spans stay in memory (those of the last `traces` traces), and what gives
+    them once every one ended (the console's replay of a session). Nothing is sent anywhere."""
+    kept = Recent(traces)
+    provider = tracer_provider({}, kept, batch=False)
+
+    def finished() -> Recent:
+        provider.shutdown()
+        return kept
+
+    return tracer(provider), finished

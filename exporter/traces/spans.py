@@ -134,6 +134,19 @@ class SpanWriter(SubagentSpans):
         for trace_id in [t for t, tree in self._trees.items() if tree.complete]:
             self._send(self._trees.pop(trace_id))
 
+    def send_open(self, now: float) -> set[int]:
+        """Send every turn not sent yet as it stands, work still open ended at `now`; the trace
+        ids of those that had not ended (outcome `running`). For a view of turns in progress
+        (the console's replay of a session), never for an export: the spans end early."""
+        running = set()
+        for trace_id in list(self._trees):
+            tree = self._trees.pop(trace_id)
+            if tree.ended_at is None:
+                tree.ended_at, tree.outcome = max(now, tree.start), "running"
+                running.add(trace_id)
+            self._send(tree)
+        return running
+
     def _begin(self, session: Session, record_id: str, at: float, trigger: str) -> Tree | None:
         key = (session.agent, session.session_id)
         trace_id = ids.turn_trace(*key, record_id)

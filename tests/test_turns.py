@@ -1,0 +1,185 @@
+"""A session's turns for the console (`runtime.replay`): replayed from the session's own files,
+they are the trees `traces` exports for it, in every recorded scenario; the recorded sub-agent
+turn is the work the stub served; a live session's open turn is `running`; a replay is kept
+until a file changes; `/api/sessions/<agent>/<id>/turns` serves them with trace links."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.runtime.app import App
+from exporter.runtime.engine import Engine
+from exporter.runtime.replay import Replays
+from exporter.state.health import Stats
+from exporter.state.state import State
+from exporter.traces.sdk import recording
+from exporter.traces.spans import SpanWriter
+from exporter.traces.waterfall import turns
+from exporter.web import api
+from exporter.web.server import Server
+
+from .conftest import FIXTURES, NOW, agent_of, app_for, expected, home_flags, source_for
+
+SUBAGENT = FIXTURES / "claude-code" / "2.1.332" / "subagent-foreground"
+
+
+def exported(home: Path, app: App) -> dict[str, list[dict[str, Any]]]:
+    """What `traces --since all` makes of the whole home, as the console's turns per session."""
+    tracer, finished = recording(100_000)
+    writer = SpanWriter(tracer, app.config.project, since=0.0)
+    state = State(observer=writer)
+    Engine([source_for(home)], state, Stats()).catch_up()
+    state.refresh(NOW, lambda pid: None)  # every recorded process is gone: all work ends
+    traces = finished().kept.values()
+    return {sid: turns(traces, sid, ()) for (_, sid), s in state.sessions.items() if s.counted}
+
+
+def test_a_replay_is_what_traces_export(scenario: Path) -> None:
+    home = scenario / "home"
+    app = app_for(home)
+    want = exported(home, app)
+    replays = Replays(app, clock=lambda: NOW)
+    agent = agent_of(scenario)
+    for session_id, turns_of in want.items():
+        got = replays.turns(agent, session_id, 500)
+        assert got is not None
+        assert got["turns"] == turns_of, session_id
+        assert got["total"] == len(turns_of)
+
+
+def test_the_sub_agent_turn_is_the_work_the_stub_served() -> None:
+    """From the recording's facts (expected.json, taken from the stub's log), not our output:
+    the lead's tool call launched the sub-agent, whose own calls and tokens sit beneath it."""
+    facts = expected(SUBAGENT)["sessions"][0]
+    sub = facts["subagents"][0]
+    found = Replays(app_for(SUBAGENT / "home"), clock=lambda: NOW).turns(
+        "claude-code", facts["session_id"], 50
+    )
+    assert found is not None
+    first = found["turns"][0]
+    spans = {s["span_id"]: s for s in first["spans"]}
+
+    def path(span: dict[str, Any]) -> list[str]:
+        names = [span["name"]]
+        while span["parent_id"] in spans:
+            span = spans[span["parent_id"]]
+            names.append(span["name"])
+        return names[::-1]
+
+    (launched,) = [s for s in first["spans"] if s["name"] == f"invoke_agent {sub['type']}"]
+    assert path(launched) == ["invoke_agent claude-code", "execute_tool Agent", launched["name"]]
+    assert launched["attributes"]["gen_ai.agent.id"] == sub["id"]
+    beneath = [s for s in first["spans"] if s["parent_id"] == launched["span_id"]]
+    tools = [s["attributes"]["gen_ai.tool.name"] for s in beneath if s["operation"] != "chat"]
+    assert sorted(tools) == sorted(t for t, n in sub["by_tool"].items() for _ in range(n))
+    assert [s["operation"] for s in beneath].count("chat") == sub["messages"]
+    assert launched["tokens"] == {**sub["tokens"], "reasoning": 0}
+    total = {k: sum(t["tokens"][k] for t in found["turns"]) for k in facts["tokens"]}
+    assert total == facts["tokens"] and found["total"] == facts["turns"]["completed"] + 1
+    assert all(s["end_ms"] >= s["start_ms"] for t in found["turns"] for s in t["spans"])
+
+
+def open_turn(tmp_path: Path) -> tuple[Path, str]:
+    """The sub-agent scenario cut just after the lead called its Agent tool, with a live index
+    entry of a running Claude Code (pid 4242) for it."""
+    home = tmp_path / "claude"
+    shutil.copytree(SUBAGENT / "home", home)
+    session_id = expected(SUBAGENT)["sessions"][0]["session_id"]
+    (journal,) = home.glob(f"projects/*/{session_id}.jsonl")
+    journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:20]))
+    entry = {"pid": 4242, "sessionId": session_id, "cwd": "/home/user/work/shop-api",
+             "startedAt": 0, "kind": "interactive", "status": "busy", "updatedAt": 0}  # fmt: skip
+    (home / "sessions").mkdir()
+    (home / "sessions" / "4242.json").write_text(json.dumps(entry))
+    return home, session_id
+
+
+def test_a_live_session_s_open_turn_is_running(tmp_path: Path) -> None:
+    home, session_id = open_turn(tmp_path)
+    app = app_for(home, alive=frozenset({4242}))
+    found = Replays(app, clock=lambda: NOW).turns("claude-code", session_id, 50)
+    assert found is not None
+    (turn,) = found["turns"]
+    assert turn["outcome"] == "running" and turn["end_ms"] == NOW * 1000
+    names = [s["name"] for s in turn["spans"]]
+    assert names[0] == "invoke_agent claude-code" and "execute_tool Agent" in names
+
+
+def test_a_replay_is_kept_until_a_file_changes(tmp_path: Path) -> None:
+    home, session_id = open_turn(tmp_path)
+    app = app_for(home, alive=frozenset({4242}))
+    replays = Replays(app, clock=lambda: NOW)
+    first = replays.turns("claude-code", session_id, 50)
+    assert replays.turns("claude-code", session_id, 50) == first
+    assert replays.turns("claude-code", session_id, 0) == {**(first or {}), "turns": []}
+    (journal,) = home.glob(f"projects/*/{session_id}.jsonl")
+    whole = (SUBAGENT / "home" / journal.relative_to(home)).read_text()
+    journal.write_text(whole)  # the turn went on and ended
+    app.changed([journal])
+    after = replays.turns("claude-code", session_id, 50)
+    assert after is not None and after["turns"][0]["outcome"] == "completed"
+    assert after["total"] == 2
+
+
+def test_a_session_unknown_or_only_named_is_none() -> None:
+    replays = Replays(app_for(SUBAGENT / "home"), clock=lambda: NOW)
+    assert replays.turns("claude-code", "no-such-session", 50) is None
+
+
+def test_index_files_are_not_a_session_s_files(tmp_path: Path) -> None:
+    """A live index names the session but tells none of its work: it is not replayed."""
+    home, session_id = open_turn(tmp_path)
+    app = app_for(home, alive=frozenset({4242}))
+    files = app.state.sessions[("claude-code", session_id)].file_names
+    assert files and all("/projects/" in f for f in files)
+    assert len(files) == len({*files})
+
+
+@pytest.fixture
+def served() -> Any:
+    app = app_for(SUBAGENT / "home", *home_flags(SUBAGENT / "home"))
+    console = api.Api(
+        app.config.project,
+        api.Links(trace="http://jaeger:16686/trace/{trace_id}"),
+        turns=Replays(app, clock=lambda: NOW).turns,
+    )
+    server = Server(
+        ("127.0.0.1", 0),
+        app.registry,
+        "/metrics",
+        threading.Event(),
+        api=lambda path, query: console.answer(app.state, path, query),
+    )
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_turns_are_served_with_their_trace_links(served: str) -> None:
+    session_id = expected(SUBAGENT)["sessions"][0]["session_id"]
+    url = f"{served}/api/sessions/claude-code/{session_id}/turns?limit=1"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        doc = json.loads(response.read())
+    (turn,) = doc["turns"]  # the last one
+    assert doc["total"] == 2 and doc["replayed_ms"] >= 0
+    assert turn["trace_url"] == f"http://jaeger:16686/trace/{turn['trace_id']}"
+    for path in (
+        "/api/sessions/claude-code/nope/turns",
+        f"/api/sessions/claude-code/{session_id}/x",
+    ):
+        try:
+            urllib.request.urlopen(served + path, timeout=10)
+        except urllib.error.HTTPError as error:
+            assert error.code == 404
+        else:
+            raise AssertionError(path)
