@@ -331,8 +331,8 @@ function sessionsView(search) {
   }
 
   const later = throttled(refresh, 200);
-  refresh();
   return {
+    loaded: refresh(),
     refresh: later,
     onRows(rows) {
       if (rows.some((r) => shown.has(`${r.agent}\u0000${r.session_id}`) || matches(r, query))) later();
@@ -371,7 +371,6 @@ function route() {
 // ---- the live link ----------------------------------------------------------------------
 
 let source = null;
-let connectedOnce = false;
 
 function showLive(state) {
   liveNote.dataset.state = state;
@@ -394,9 +393,8 @@ function connect() {
   source.addEventListener("hello", (event) => {
     const doc = JSON.parse(event.data);
     showLive("live");
-    const changed = showReady(Boolean(doc.ready));
-    if (connectedOnce || changed) view.refresh(); // what happened while away, or the catch-up
-    connectedOnce = true;
+    showReady(Boolean(doc.ready));
+    view.refresh(); // what changed since the view's fetch (or while away) was not pushed
   });
   source.addEventListener("rows", (event) => {
     const doc = JSON.parse(event.data);
@@ -414,23 +412,25 @@ function connect() {
 }
 
 async function start() {
-  try {
-    Object.assign(status, await api("api/status"));
-  } catch (error) {
-    console.warn("no api/status:", error.message);
-  }
-  showReady(status.ready !== false);
-  const metrics = document.getElementById("metrics-link");
-  metrics.href = (status.telemetry_path || "/metrics").replace(/^\//, ""); // relative: a proxy's prefix stays
+  const asked = api("api/status").then(
+    (doc) => Object.assign(status, doc),
+    (error) => console.warn("no api/status:", error.message),
+  );
   document.querySelector(".skip").addEventListener("click", (event) => {
     event.preventDefault();
     main.focus();
   });
-  if (status.version) document.getElementById("version").textContent = `v${status.version}`;
   addEventListener("hashchange", route);
   addEventListener("popstate", route);
   route();
   showLive("connecting");
+  await asked;
+  showReady(status.ready !== false);
+  const metrics = document.getElementById("metrics-link");
+  metrics.href = (status.telemetry_path || "/metrics").replace(/^\//, ""); // relative: a proxy's prefix stays
+  if (status.version) document.getElementById("version").textContent = `v${status.version}`;
+  // the stream is opened once the first view is drawn: its start would slow that first fetch
+  await view.loaded.catch(() => null);
   connect();
   setInterval(() => tick(), 15000); // relative times, from the local clock
 }

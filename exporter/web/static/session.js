@@ -375,12 +375,13 @@ export function sessionView(main, agent, id, ctx) {
 
   const turnsLater = throttled(loadTurns, 1000);
   const rowLater = throttled(loadRow, 200);
-  (async () => {
+  const loaded = (async () => {
     await loadRow();
     if (!gone) await loadTurns();
   })();
 
   return {
+    loaded,
     refresh() {
       rowLater();
       turnsLater();
