@@ -20,7 +20,6 @@ server sends the JSON.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,13 +28,12 @@ from urllib.parse import quote, urlencode
 from .. import __version__
 from ..state.labels import ProjectLabel
 from ..state.state import State
-from .views import session_row, session_rows
+from .views import FACETS, session_page, session_row
 
 PAGE = 100
 MAX_PAGE = 1000
 TURNS = 50
 MAX_TURNS = 500
-FILTERS = ("agent", "state", "project")
 SESSION_DASHBOARD = "coding-agent-session"
 """The uid of the bundled Session dashboard (dashboards/grafana/dashboards/session.json)."""
 Query = Mapping[str, Sequence[str]]
@@ -110,20 +108,21 @@ class Api:
         return row
 
     def _list(self, state: State, query: Query, limit: int, offset: int) -> dict[str, Any]:
-        rows = session_rows(state, self.project, history=_flag(query, "history"))
-        facets = {name: Counter(r[name] or "" for r in rows) for name in FILTERS}
-        for name in FILTERS:
-            wanted = set(query.get(name, ()))
-            rows = [r for r in rows if not wanted or (r[name] or "") in wanted]
-        text = query.get("q", [""])[-1].strip().casefold()
-        if text:
-            rows = [r for r in rows if text in f"{r['title'] or ''}\n{r['session_id']}".casefold()]
+        page = session_page(
+            state,
+            self.project,
+            history=_flag(query, "history"),
+            wanted={name: set(query.get(name, ())) for name in FACETS},
+            text=query.get("q", [""])[-1].strip(),
+            offset=offset,
+            limit=limit,
+        )
         return {
-            "total": len(rows),
+            "total": page.total,
             "offset": offset,
             "limit": limit,
-            "sessions": [self.linked(r) for r in rows[offset : offset + limit]],
-            "facets": {name: dict(counts.most_common()) for name, counts in facets.items()},
+            "sessions": [self.linked(r) for r in page.rows],
+            "facets": page.facets,
         }
 
     def _turns(self, parts: list[str], limit: int | None) -> tuple[int, Any]:

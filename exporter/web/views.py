@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +42,76 @@ def session_rows(
     for row in rows:
         del row["_updated"]
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of sessions: how many matched, the rows of the page, and the sessions counted by
+    agent, project and state before any filter."""
+
+    total: int
+    rows: list[dict[str, Any]]
+    facets: dict[str, dict[str, int]]
+
+
+FACETS = ("agent", "project", "state")
+
+
+def session_page(
+    state: State,
+    project: ProjectLabel,
+    *,
+    history: bool,
+    wanted: Mapping[str, Collection[str]],
+    text: str = "",
+    offset: int = 0,
+    limit: int = 100,
+) -> Page:
+    """Sessions as `session_rows` lists them, those `wanted` (facet → values, empty: any) with
+    `text` in their title or id (any case), a page of them; only the page's rows are made, so
+    a page of 10,000 sessions costs what sorting them does."""
+    text = text.casefold()
+    with state.lock:
+        listed = _listed(state, project, history)
+        facets: dict[str, Counter[str]] = {
+            name: Counter(str(item[i]) for item in listed) for i, name in enumerate(FACETS)
+        }
+        checks = [(i, wanted[name]) for i, name in enumerate(FACETS) if wanted.get(name)]
+        matched = [
+            item
+            for item in listed
+            if all(item[i] in values for i, values in checks)
+            and (not text or text in f"{item[5].title or ''}\n{item[5].session_id}".casefold())
+        ]
+        matched.sort(key=lambda item: (_ORDER[item[2]], -item[3]))
+        rows = [_row_of(state, item[5], project) for item in matched[offset : offset + limit]]
+    for row in rows:
+        del row["_updated"]
+    counts = {name: dict(found.most_common()) for name, found in facets.items()}
+    return Page(len(matched), rows, counts)
+
+
+_Listed = tuple[str, str, str, float, tuple[str, str], Session]
+"""agent, project, state, last activity, key, session: what a list is filtered and sorted by."""
+
+
+def _listed(state: State, project: ProjectLabel, history: bool) -> list[_Listed]:
+    """Under the state's lock: the sessions a list holds, without their rows."""
+    projects: dict[str | None, str] = {}
+    listed = []
+    for key, session in state.sessions.items():
+        entry = state.live.get(key)
+        if entry is None and (not history or not session.counted):
+            continue
+        status = "ended" if entry is None else state.status(key, entry)[0]
+        cwd = session.cwd or (entry.cwd if entry else None)
+        label = projects.get(cwd)
+        if label is None:
+            label = projects[cwd] = project(cwd)
+        at = (session.updated_at, entry.updated_at if entry else None)
+        updated = max(filter(None, at), default=0.0)
+        listed.append((session.agent, label, status, updated, key, session))
+    return listed
 
 
 def session_row(
