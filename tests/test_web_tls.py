@@ -1,5 +1,6 @@
 """`--web.config.file`: TLS and basic auth, checked with real clients (Python's TLS stack and a
-real Prometheus scraping over HTTPS with basic auth)."""
+real Prometheus scraping over HTTPS with basic auth), over every path: metrics, the API, the
+console's files and its event stream."""
 
 from __future__ import annotations
 
@@ -67,6 +68,17 @@ def fetch(url: str, ca: Path, password: str | None) -> int:
         return int(error.code)
 
 
+def events_over_tls(url: str, ca: Path) -> bytes:
+    """The first bytes of the event stream, with the password."""
+    request = urllib.request.Request(url)
+    token = base64.b64encode(b"prometheus:s3cret").decode()
+    request.add_header("Authorization", f"Basic {token}")
+    context = ssl.create_default_context(cafile=str(ca))
+    with urllib.request.urlopen(request, context=context, timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        return bytes(response.readline())
+
+
 def test_tls_and_basic_auth_with_a_real_client_and_a_real_prometheus(
     tmp_path: Path, web_config: Path
 ) -> None:
@@ -79,6 +91,9 @@ def test_tls_and_basic_auth_with_a_real_client_and_a_real_prometheus(
         assert fetch(secure + "/metrics", ca, "s3cret") == 200
         assert fetch(secure + "/api/sessions?history=1", ca, None) == 401  # the API too
         assert fetch(secure + "/api/sessions?history=1", ca, "s3cret") == 200
+        for path in ("/", "/static/console.html", "/api/events", "/api/status"):
+            assert fetch(secure + path, ca, None) == 401, path  # the console too
+        assert events_over_tls(secure + "/api/events", ca).startswith(b"retry: 2000")
         with pytest.raises(OSError):  # plain HTTP is not served
             urllib.request.urlopen(url + "/metrics", timeout=5)
         config = (
