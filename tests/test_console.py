@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.backends import get, run_exporter, write_index
+from tests.backends import run_exporter, write_index
 from tests.conftest import FIXTURES, GOLDEN, expected
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -110,12 +110,6 @@ def stand_in(started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(["sleep", "300"])
     started.append(process)
     return process
-
-
-def needs_turns(url: str, session_id: str) -> None:
-    """Until the turns endpoint is on main (issue 20, step 3): skipped. TODO: remove."""
-    if get(f"{url}/api/sessions/claude-code/{session_id}/turns")[0] == 404:
-        pytest.skip("waiting on GET /api/sessions/<agent>/<id>/turns (issue 20, step 3)")
 
 
 def open_console(tab: Any, url: str, address: str = "#/") -> None:
@@ -302,7 +296,6 @@ def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
     (subagent,) = facts["subagents"]
     home = home_of(tmp_path, "subagent-foreground")
     with serve(home, tmp_path) as url:
-        needs_turns(url, FOREGROUND)
         open_console(tab, url, f"#/session/claude-code/{FOREGROUND}")
         tab.wait_for_selector("ul.waterfall", timeout=10_000)
         drawn = dict(tab.eval_on_selector_all("details.turn", DRAWN))
@@ -364,7 +357,6 @@ def test_a_live_turn_is_drawn_running_then_redrawn_when_it_ends_with_its_failed_
     path.write_text("".join(lines[:cut]))
     write_index(home, stand_in(stand_ins), TWO_TOOLS, status="busy")
     with serve(home, tmp_path) as url:
-        needs_turns(url, TWO_TOOLS)
         open_console(tab, url, f"#/session/claude-code/{TWO_TOOLS}")
         tab.wait_for_selector("#live[data-state='live']", timeout=10_000)
         tab.wait_for_selector("details.turn.running[data-outcome='running']", timeout=10_000)
