@@ -1038,7 +1038,8 @@ def session() -> Json:
                 "Turns",
                 "The session's turns in Tempo over the dashboard's range, one trace each, the "
                 "latest first: click a trace id to open the turn in Turn trace below.",
-                f'{{ {conversation} && span.gen_ai.operation.name = "invoke_agent" }}'
+                f'{{ {conversation} && span.gen_ai.operation.name = "invoke_agent"'
+                " && span.coding_agent.turn.trigger != nil }"  # the turn, not its sub-agents
                 " | select(span.gen_ai.request.model, span.gen_ai.usage.input_tokens,"
                 " span.gen_ai.usage.output_tokens, span.coding_agent.turn.outcome)",
                 spans=False,

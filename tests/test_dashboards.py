@@ -7,10 +7,13 @@ exporter's real output over the recorded fixtures (recording-rule names count), 
 attribute a TraceQL query names is one that exporter/semconv.py defines.
 
 Then a real Prometheus scrapes `coding-agent-exporter serve` over all recorded fixtures, with two
-live sessions (one waiting at a permission prompt, one running) and the shipped rule files
-loaded, and runs every expression of every dashboard and rule file with Grafana's variables
-substituted: each must parse, and each must return data unless it is listed as legitimately
-empty on this data (no parse errors, no alert firing yet, no sub-agent running).
+live sessions (one waiting at a permission prompt, one running), one session's records moved to
+now (so a 5-hour usage window is active, against a --usage-window.token-limit) and the shipped
+rule files loaded, and runs every expression of every dashboard (panels, variables, annotations)
+and rule file with Grafana's variables substituted: each must parse, and each must return data
+unless it is listed as legitimately empty on this data (no parse errors, no alert firing yet, no
+sub-agent running). The session picker's options are read from it as Grafana's regex takes them,
+and the tables' links find their fields in every row.
 """
 
 from __future__ import annotations
