@@ -21,6 +21,7 @@ import {
 const PAGE = 100;
 const FILTERS = ["agent", "project", "state"];
 const STATE_ORDER = ["needs_user", "running", "background", "idle", "ended"];
+const GROUPS = { ...STATE_LABELS, needs_user: "waiting for you" };
 const main = document.getElementById("main");
 const liveNote = document.getElementById("live");
 const catchingUp = document.getElementById("catching-up");
@@ -169,7 +170,7 @@ function optionList(select, name, facet, chosen) {
       el(
         "option",
         { value, selected: value === chosen },
-        `${name === "state" ? STATE_LABELS[value] || value : value} (${whole(counts[value] || 0)})`,
+        `${name === "state" ? GROUPS[value] || value : value} (${whole(counts[value] || 0)})`,
       ),
     ),
   );
@@ -277,7 +278,7 @@ function sessionsView(search) {
           el(
             "tr",
             { class: "group-head" },
-            el("th", { scope: "rowgroup", colspan: String(COLUMNS.length) }, STATE_LABELS[group] || group),
+            el("th", { scope: "rowgroup", colspan: String(COLUMNS.length) }, GROUPS[group] || group),
           ),
         );
         table.append(body);

@@ -101,10 +101,10 @@ export function duration(ms) {
   return `${Math.floor(h / 24)} d`;
 }
 
-/** How long ago, coarsely: "just now", "3 min", "2 h", "5 d". */
+/** How long, coarsely: "<1 min", "3 min", "2 h", "5 d". */
 export function ago(ms) {
   const s = Math.max(0, ms / 1000);
-  if (s < 45) return "under a minute";
+  if (s < 45) return "<1 min";
   const min = Math.round(s / 60);
   if (min < 60) return `${min} min`;
   const h = Math.round(min / 60);
@@ -141,8 +141,8 @@ export function clock(at) {
 function relativeText(iso, mode) {
   const since = Date.now() - new Date(iso).getTime();
   const span = ago(since);
-  if (mode === "for") return span === "under a minute" ? "for under a minute" : `for ${span}`;
-  return span === "under a minute" ? "just now" : `${span} ago`;
+  if (mode === "for") return `for ${span}`;
+  return span === "<1 min" ? "just now" : `${span} ago`;
 }
 
 /** `<time datetime=… title="exact local time">3 min ago</time>`, kept current by `tick`.
@@ -204,7 +204,7 @@ export function throttled(fn, wait) {
 }
 
 export const STATE_LABELS = {
-  needs_user: "waiting for you",
+  needs_user: "waiting",
   running: "running",
   background: "background",
   idle: "idle",
