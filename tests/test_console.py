@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.backends import run_exporter, write_index
+from tests.backends import get, run_exporter, wait_for, write_index
 from tests.conftest import FIXTURES, GOLDEN, expected
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -214,9 +214,16 @@ def test_a_title_with_html_in_it_shows_as_text(tmp_path: Path, tab: Any) -> None
 def test_filters_and_paging_over_ten_thousand_sessions(tmp_path: Path, tab: Any) -> None:
     home = tmp_path / "claude"
     write_sessions(home, 10_000)
-    with serve(home, tmp_path) as url:
+    with run_exporter(home, tmp_path, *OTHERS, ready=False) as url:
+        wait_for("the exporter to listen", lambda: get(url + "/-/healthy")[0] == 200)
         open_console(tab, url, "#/?history=1")
+        catching_up = get(url + "/-/ready")[0] == 503
+        print(f"the page was drawn {'before' if catching_up else 'after'} the catch-up ended")
+        if catching_up:  # the page was told so, and says it
+            assert tab.locator("#catching-up").is_visible()
+        tab.wait_for_selector("#catching-up", state="hidden", timeout=60_000)
         summary = tab.locator("#summary")
+        tab.wait_for_selector(f"#summary:text-is('1{DASH}100 of 10,000 sessions')", timeout=10_000)
         assert summary.inner_text() == f"1{DASH}100 of 10,000 sessions"
         assert tab.locator("tr.row").count() == 100
         projects = tab.eval_on_selector_all("#f-project option", "os => os.map(o => o.value)")

@@ -397,6 +397,12 @@ function connect() {
     showReady(Boolean(doc.ready));
     view.refresh(); // what changed since the view's fetch (or while away) was not pushed
   });
+  source.addEventListener("reset", (event) => {
+    // the catch-up ended, the state was read again, or this stream fell behind: fetch again
+    showLive("live");
+    showReady(Boolean(JSON.parse(event.data).ready));
+    view.refresh();
+  });
   source.addEventListener("rows", (event) => {
     const doc = JSON.parse(event.data);
     showLive("live");
