@@ -45,6 +45,8 @@ FOREGROUND = "cd064097-7a37-447e-8a55-7688bfbba846"  # subagent-foreground
 TWO_TOOLS = "d7b6130e-91a6-49f0-9d06-b99e184783dd"  # print-two-tools
 INTERACTIVE = "971b287f-0952-4ff3-8a23-8b842ccd6d13"  # interactive
 ROW = "tr.row[data-session='{}']"
+GRAFANA = "http://grafana.example:3000"
+JAEGER = "http://jaeger.example:16686/trace/{trace_id}"
 DASH = "\u2013"  # between the first and last row numbers of the summary
 
 
@@ -305,7 +307,8 @@ def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
     facts = expected(V / "subagent-foreground")["sessions"][0]
     (subagent,) = facts["subagents"]
     home = home_of(tmp_path, "subagent-foreground")
-    with serve(home, tmp_path) as url:
+    links = ("--web.grafana-url", GRAFANA, "--web.trace-url", JAEGER)
+    with run_exporter(home, tmp_path, *OTHERS, *links) as url:
         open_console(tab, url, f"#/session/claude-code/{FOREGROUND}")
         tab.wait_for_selector("ul.waterfall", timeout=10_000)
         drawn = dict(tab.eval_on_selector_all("details.turn", DRAWN))
@@ -349,6 +352,13 @@ def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
         ).nth(1)
         agent_span.locator(":scope > .line .span-name").click()
         assert subagent["id"] in agent_span.locator(":scope > .span-details").inner_text()
+        grafana = tab.locator(".links a").get_attribute("href") or ""
+        assert grafana.startswith(f"{GRAFANA}/d/") and f"var-session={FOREGROUND}" in grafana
+        traces = tab.eval_on_selector_all(
+            "details.turn",
+            "ts => ts.map(t => [t.dataset.traceId, t.querySelector('.trace-link a').href])",
+        )
+        assert traces == [[t, JAEGER.format(trace_id=t)] for t in golden]
         # content is never shown unless --traces.capture-content is on
         assert "gen_ai.input.messages" not in tab.inner_text("main")
 
