@@ -7,12 +7,12 @@ Writes `--sessions` tiny Claude Code journals (one prompt, one response each; 50
 titles "task <n>: ...") into a temporary home, starts `coding-agent-exporter serve` over it (other
 harnesses off) and opens the console's history view in Debian's Chromium (`/usr/bin/chromium`,
 driven headless by Playwright from PyPI) at 1400x900. Times are read inside the page: the console
-marks `console-rendered` (`performance.mark`) each time it has drawn the sessions, so a time is
-from the navigation's start (first render) or from just before the action (filter, search, page
-turn) to the mark, including the request to /api/sessions and its answer. The same requests
-timed from Python alone are printed beside them, to tell the server's share from the page's.
-Prints the median and the maximum over `--rounds`. `tests/test_console.py` writes its 10,000
-sessions with `write_sessions` below.
+marks (`performance.mark`) when a filter, the search or the page changes (`console-asked`), when
+the answer of /api/sessions is parsed (`console-fetched`) and when the rows are drawn
+(`console-rendered`): the first render is timed from the navigation's start, the others from
+the input, split into the fetch and the drawing. The same requests timed from Python alone are
+printed beside them. Prints the median and the maximum over `--rounds`. `tests/test_console.py`
+writes its 10,000 sessions with `write_sessions` below.
 """
 
 from __future__ import annotations
@@ -98,34 +98,37 @@ def write_sessions(home: Path, count: int) -> None:
         journal(home, number)
 
 
-MARKS = "performance.getEntriesByName('console-rendered').map(e => e.startTime)"
+MARKS = "n => performance.getEntriesByName(n).map(e => e.startTime)"
+STEPS = ("first", "filter", "search", "page")
 
 
-def _after(page: Any, action: Callable[[], object]) -> float:
-    """Milliseconds from just before `action()` to the next `console-rendered` mark."""
-    seen = len(page.evaluate(MARKS))
-    start = page.evaluate("performance.now()")
+def _marks(page: Any, name: str) -> list[float]:
+    found: list[float] = page.evaluate(MARKS, f"console-{name}")
+    return found
+
+
+def _after(page: Any, action: Callable[[], object]) -> tuple[float, float, float]:
+    """(input to drawn, of which the fetch, and the drawing) in ms, for `action()`: from the
+    page's own marks, `console-asked` (the filter changed) to `console-fetched` (the answer
+    parsed) to `console-rendered` (the rows drawn)."""
+    seen = len(_marks(page, "rendered"))
     action()
     page.wait_for_selector(f"main[data-rendered='{seen + 1}']", timeout=30_000)
-    end: float = page.evaluate(MARKS)[seen]
-    return end - start
-
-
-def _server_ms(url: str) -> float:
-    start = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=30) as response:
-        response.read()
-    return (time.perf_counter() - start) * 1000
+    asked, fetched = _marks(page, "asked")[-1], _marks(page, "fetched")[-1]
+    drawn = _marks(page, "rendered")[seen]
+    return drawn - asked, fetched - asked, drawn - fetched
 
 
 PROJECT = "/home/user/work/project-7"
+Times = dict[str, list[tuple[float, float, float]]]
 
 
-def _round(browser: Any, url: str, times: dict[str, list[float]]) -> None:
+def _round(browser: Any, url: str, times: Times) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.goto(url + "/#/?history=1")
     page.wait_for_selector("main[data-rendered='1']", timeout=30_000)
-    times["first"].append(page.evaluate(MARKS)[0])
+    drawn, fetched = _marks(page, "rendered")[0], _marks(page, "fetched")[0]
+    times["first"].append((drawn, fetched, drawn - fetched))  # from the navigation's start
     times["filter"].append(_after(page, lambda: page.select_option("#f-project", PROJECT)))
     times["search"].append(_after(page, lambda: page.fill("#f-q", "task 77")))
     page.fill("#f-q", "")
@@ -136,10 +139,10 @@ def _round(browser: Any, url: str, times: dict[str, list[float]]) -> None:
     page.close()
 
 
-def measure(url: str, rounds: int) -> dict[str, list[float]]:
+def measure(url: str, rounds: int) -> Times:
     from playwright.sync_api import sync_playwright
 
-    times: dict[str, list[float]] = {k: [] for k in ("first", "filter", "search", "page")}
+    times: Times = {step: [] for step in STEPS}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
@@ -148,6 +151,13 @@ def measure(url: str, rounds: int) -> dict[str, list[float]]:
         finally:
             browser.close()
     return times
+
+
+def _server_ms(url: str) -> float:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=30) as response:
+        response.read()
+    return (time.perf_counter() - start) * 1000
 
 
 def main() -> None:
@@ -177,12 +187,18 @@ def main() -> None:
             }
             server = {k: [_server_ms(u) for _ in range(args.rounds)] for k, u in api.items()}
     print(f"console, history view of {args.sessions:,} sessions, 1400x900, {args.rounds} rounds")
-    print(f"{'':>8}  {'page median':>12}  {'page max':>9}  {'API median':>11}")
-    for name, values in times.items():
+    print("medians (max) in ms; first: from the navigation's start; the others: from the input")
+    print(f"{'':>8}  {'drawn':>13}  {'fetched':>13}  {'drawing':>11}  {'API alone':>9}")
+    for step, values in times.items():
+        cells = []
+        for column in range(3):
+            column_values = [v[column] for v in values]
+            cells.append(f"{statistics.median(column_values):>5.0f} ({max(column_values):>4.0f})")
         print(
-            f"{name:>8}  {statistics.median(values):>9.0f} ms  {max(values):>6.0f} ms"
-            f"  {statistics.median(server[name]):>8.0f} ms"
+            f"{step:>8}  {cells[0]:>13}  {cells[1]:>13}  {cells[2]:>11}"
+            f"  {statistics.median(server[step]):>9.0f}"
         )
+    print("search: after the page's 200 ms pause in typing (not counted)")
     print(f"command: python bench/console.py --sessions {args.sessions} --rounds {args.rounds}")
 
 

@@ -182,6 +182,7 @@ function sessionsView(search) {
   let shown = new Set(); // "agent\u0000id" of the rows on the page
   let generation = 0;
   const go = (changes, replace = false) => {
+    performance.mark("console-asked"); // a filter, a search or a page changed (bench/console.py)
     query = { ...query, ...changes };
     const address = listAddress(query);
     lastList = address;
@@ -311,7 +312,7 @@ function sessionsView(search) {
     pageNote.textContent = total > PAGE ? `page ${Math.floor(query.offset / PAGE) + 1} of ${Math.ceil(total / PAGE)}` : "";
     pager.hidden = total <= PAGE && query.offset === 0;
     main.dataset.rendered = String(++renders);
-    performance.mark("console-rendered"); // bench/console.py reads the times
+    performance.mark("console-rendered");
   }
 
   async function refresh() {
@@ -324,6 +325,7 @@ function sessionsView(search) {
       return;
     }
     if (mine !== generation) return; // a newer query was asked for meanwhile
+    performance.mark("console-fetched");
     if (doc.total && query.offset >= doc.total) {
       go({ offset: Math.floor((doc.total - 1) / PAGE) * PAGE }, true);
       return;
