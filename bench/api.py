@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def pushed(url: str, home: Path, appends: int) -> None:
             out.write(json.dumps(record) + "\n")
             out.flush()
             with lock:
-                lock.wait_for(lambda i=i: any(m > i for m in arrived), timeout=10)
+                lock.wait_for(partial(_seen, arrived, i), timeout=10)
                 at = max(arrived.values(), default=started)
             took.append((at - started) * 1000)
     took.sort()
@@ -162,6 +163,10 @@ def pushed(url: str, home: Path, appends: int) -> None:
         f"append to event (/api/events): median {statistics.median(took):.0f} ms, "
         f"max {took[-1]:.0f} ms over {len(took)} appends"
     )
+
+
+def _seen(arrived: dict[int, float], i: int) -> bool:
+    return any(m > i for m in arrived)
 
 
 if __name__ == "__main__":
