@@ -62,8 +62,12 @@ class Page:
     """A browser tab at 1400x900 that records what would break the page: uncaught errors and
     Content-Security-Policy violations."""
 
-    def __init__(self, browser: Any, width: int = 1400, height: int = 900) -> None:
-        self.context = browser.new_context(viewport={"width": width, "height": height})
+    def __init__(
+        self, browser: Any, width: int = 1400, height: int = 900, scheme: str = "light"
+    ) -> None:
+        self.context = browser.new_context(
+            viewport={"width": width, "height": height}, color_scheme=scheme
+        )
         self.page = self.context.new_page()
         self.problems: list[str] = []
         self.page.on("pageerror", lambda error: self.problems.append(f"error: {error}"))
@@ -398,3 +402,48 @@ def test_a_live_turn_is_drawn_running_then_redrawn_when_it_ends_with_its_failed_
         assert tools[-1][1]  # the second command exits 3 (the scenario's description)
         failed = tab.locator("li.span.error .error-mark")
         assert failed.count() == 1 and "error" in failed.inner_text()
+
+
+CONTRAST = """() => {
+  const rgb = (text) => (text.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((c) => c / 255)
+    .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4))
+    .reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = (node) => {
+    for (; node; node = node.parentElement) {
+      const color = rgb(getComputedStyle(node).backgroundColor);
+      if (color.length === 3 || color[3] > 0) return color.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  for (const node of document.querySelectorAll("body *")) {
+    const own = [...node.childNodes].some((c) => c.nodeType === 3 && c.textContent.trim());
+    if (!own || !node.getClientRects().length) continue;
+    const [a, b] = [lum(rgb(getComputedStyle(node).color)), lum(background(node))];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) low.push(`${node.tagName}.${node.className}: ${ratio.toFixed(2)}`);
+  }
+  return low;
+}"""
+"""Every visible text against the background it sits on: the elements under 4.5:1 (WCAG AA)."""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_text_meets_wcag_aa_contrast_in_both_colour_schemes(
+    tmp_path: Path, browser: Any, stand_ins: list[subprocess.Popen[bytes]], scheme: str
+) -> None:
+    home = home_of(tmp_path, "print-two-tools", "subagent-foreground", "interactive")
+    write_index(
+        home, stand_in(stand_ins), FOREGROUND, status="waiting", waitingFor="permission prompt"
+    )
+    write_index(home, stand_in(stand_ins), TWO_TOOLS, status="busy")
+    with serve(home, tmp_path) as url:
+        tab = Page(browser, scheme=scheme)
+        open_console(tab.page, url, "#/?history=1")
+        assert tab.page.evaluate(CONTRAST) == []
+        open_console(tab.page, url, f"#/session/claude-code/{FOREGROUND}")
+        tab.page.wait_for_selector("ul.waterfall", timeout=10_000)
+        tab.page.locator("li.span .span-name").nth(3).click()  # an open span's attributes
+        assert tab.page.evaluate(CONTRAST) == []
+        tab.close()
