@@ -8,6 +8,7 @@ through Prometheus' HTTP API. Needs Debian's `prometheus` package (.ci/run insta
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -110,8 +111,10 @@ def test_prometheus_sees_history_and_a_session_that_starts_waiting(
         "stale index dropped",
         lambda: query(prometheus, 'coding_agent_sessions{state="needs_user"} == 0'),
     )
+    status, page = get(exporter + "/api/sessions")
+    assert status == 200 and json.loads(page)["total"] == 0  # what the console lists
     status, page = get(exporter + "/")
-    assert status == 200 and "No live sessions" in page
+    assert status == 200 and "<html" in page
     assert get(exporter + "/-/healthy")[0] == 200
     assert get(exporter + "/nope")[0] == 404
 
