@@ -118,3 +118,14 @@ def test_one_session_and_what_is_not_there(served: tuple[str, Any]) -> None:
     assert get(f"{url}/api/sessions/claude-code/no-such-session")[0] == 404
     status, _, doc = get(f"{url}/api/turns")
     assert status == 404 and "see /api/sessions" in doc["error"]
+
+
+def test_a_session_found_by_its_id_alone(served: tuple[str, Any]) -> None:
+    """A link that knows only the id (a Grafana dashboard of a session not live in its range)."""
+    url, rows = served
+    first = rows[0]
+    status, _, doc = get(f"{url}/api/sessions//{first['session_id']}")
+    assert status == 200 and doc == first
+    assert get(f"{url}/api/sessions//no-such-session")[0] == 404
+    quoted = "/api/sessions/claude%2Dcode/" + first["session_id"].replace("-", "%2D")
+    assert get(url + quoted)[2] == first  # parts are unquoted

@@ -6,7 +6,8 @@
         &agent=claude-code&state=needs_user&project=~/work/shop-api   (each repeatable)
         &q=refactor                        text in the title or the session id (any case)
         &limit=100&offset=0                a page of them (limit at most 1000; default 100)
-    GET /api/sessions/<agent>/<session id> one session, live or not (404: none such)
+    GET /api/sessions/<agent>/<session id> one session, live or not (404: none such); with no
+                                           agent (`sessions//<id>`), the one with that id
     GET /api/sessions/<agent>/<session id>/turns?limit=50   its turns as span trees (`turns`)
     GET /api/events                        rows as they change: server-sent events (`live`)
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from .. import __version__
 from ..state.labels import ProjectLabel
@@ -73,7 +74,9 @@ class Api:
         self, state: State, path: str, query: Query, *, ready: bool = True
     ) -> tuple[int, Any]:
         """(HTTP status, JSON document) for `path` (below `/api/`) and its query string."""
-        parts = [p for p in path.removeprefix("/api/").split("/") if p]
+        parts = [unquote(p) for p in path.removeprefix("/api/").rstrip("/").split("/")]
+        if len(parts) > 2 and parts[0] == "sessions" and not parts[1]:
+            parts[1] = self._agent_of(state, parts[2])  # `sessions//<id>`: by id alone
         if parts == ["status"]:
             return 200, self.status(ready)
         if parts[:1] != ["sessions"] or len(parts) not in (1, 3, 4):
@@ -90,6 +93,13 @@ class Api:
                 return 404, {"error": f"no session {parts[2]} of {parts[1]}"}
             return 200, self.linked(row)
         return 200, self._list(state, query, min(limit, MAX_PAGE), offset)
+
+    def _agent_of(self, state: State, session_id: str) -> str:
+        """The agent of the session with this id (ids are the agents' own: one agent's, in
+        practice); "" when none has it."""
+        with state.lock:
+            agents = self.agents or tuple(sorted({a for a, _ in state.sessions}))
+            return next((a for a in agents if (a, session_id) in state.sessions), "")
 
     def status(self, ready: bool) -> dict[str, Any]:
         return {
