@@ -26,6 +26,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,15 @@ OTHERS = [
 """`serve` flags that leave every harness but Claude Code's off."""
 
 
-def journal(home: Path, number: int, title: str | None = None) -> tuple[str, Path]:
-    """One finished Claude Code session: a prompt (`title`, else "task <n>: ...") and one
-    response, in project `project-<n % 50>`; returns its session id and journal path."""
+def journal(home: Path, number: int, title: str | None = None, turns: int = 1) -> tuple[str, Path]:
+    """One finished Claude Code session of `turns` turns, each a prompt (`title`, else
+    "task <n>: ...") and one response, in project `project-<n % 50>`; returns its session id
+    and journal path."""
     session_id = str(uuid.UUID(int=number + 1))
     project = f"project-{number % PROJECTS}"
     folder = home / "projects" / f"-home-user-work-{project}"
     folder.mkdir(parents=True, exist_ok=True)
-    minute = number % (28 * 24 * 60)
-    at = f"2026-11-{1 + minute // 1440:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:00"
+    start = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(minutes=number % (28 * 24 * 60))
     base = {
         "sessionId": session_id,
         "cwd": f"/home/user/work/{project}",
@@ -56,29 +57,45 @@ def journal(home: Path, number: int, title: str | None = None) -> tuple[str, Pat
         "userType": "external",
     }
     prompt = title if title is not None else f"task {number}: fix the build of {project}"
-    user = {
-        **base,
-        "type": "user",
-        "parentUuid": None,
-        "uuid": f"u-{number}",
-        "timestamp": f"{at}.000Z",
-        "message": {"role": "user", "content": prompt},
-    }
+    records: list[dict[str, Any]] = []
+    for turn in range(turns):
+        at = start + timedelta(seconds=2 * turn)
+        records.append(
+            {
+                **base,
+                "type": "user",
+                "parentUuid": records[-1]["uuid"] if records else None,
+                "uuid": f"u-{number}-{turn}",
+                "timestamp": _iso(at),
+                "message": {"role": "user", "content": prompt},
+            }
+        )
+        records.append(_reply(base, number, turn, at + timedelta(milliseconds=500)))
+    path = folder / f"{session_id}.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return session_id, path
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _reply(base: dict[str, Any], number: int, turn: int, at: datetime) -> dict[str, Any]:
     usage = {
         "input_tokens": 3 + number % 1000,
         "output_tokens": 25,
         "cache_read_input_tokens": 1000,
         "cache_creation_input_tokens": 10,
     }
-    reply = {
+    return {
         **base,
         "type": "assistant",
-        "parentUuid": f"u-{number}",
-        "uuid": f"a-{number}",
-        "timestamp": f"{at}.500Z",
-        "requestId": f"req_{number}",
+        "parentUuid": f"u-{number}-{turn}",
+        "uuid": f"a-{number}-{turn}",
+        "timestamp": _iso(at),
+        "requestId": f"req_{number}_{turn}",
         "message": {
-            "id": f"msg_{number}",
+            "id": f"msg_{number}_{turn}",
             "type": "message",
             "role": "assistant",
             "model": "claude-opus-5-5",
@@ -87,9 +104,6 @@ def journal(home: Path, number: int, title: str | None = None) -> tuple[str, Pat
             "usage": usage,
         },
     }
-    path = folder / f"{session_id}.jsonl"
-    path.write_text(json.dumps(user) + "\n" + json.dumps(reply) + "\n")
-    return session_id, path
 
 
 def write_sessions(home: Path, count: int) -> None:

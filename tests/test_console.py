@@ -447,3 +447,22 @@ def test_every_text_meets_wcag_aa_contrast_in_both_colour_schemes(
         tab.page.locator("li.span .span-name").nth(3).click()  # an open span's attributes
         assert tab.page.evaluate(CONTRAST) == []
         tab.close()
+
+
+def test_a_long_session_shows_its_last_fifty_turns_then_all_of_them(
+    tmp_path: Path, tab: Any
+) -> None:
+    session_id, _ = journal(tmp_path / "claude", 3, turns=60)
+    with serve(tmp_path / "claude", tmp_path) as url:
+        open_console(tab, url, f"#/session/claude-code/{session_id}")
+        tab.wait_for_selector("ul.waterfall", state="attached", timeout=10_000)
+        turns = tab.locator("details.turn")
+        assert turns.count() == 50
+        assert tab.locator("#h-turns").inner_text() == "Turns (the last 50 of 60)"
+        assert turns.first.locator(".turn-no").inner_text() == "Turn 11"
+        assert tab.locator("details.turn[open]").count() == 10  # the last ten unfolded
+        tab.click("text=Show 60 turns")
+        tab.wait_for_selector("#h-turns:text-is('Turns')", timeout=5000)
+        assert turns.count() == 60 and turns.first.locator(".turn-no").inner_text() == "Turn 1"
+        chart = tab.locator(".tokens-chart svg")
+        assert chart.get_attribute("data-points") == "60"  # one response a turn

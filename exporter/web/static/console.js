@@ -259,7 +259,13 @@ function sessionsView(search) {
     pager,
   );
 
+  let facets = {};
+  // a row naming an agent or project the menus do not offer yet: they need it
+  const unknown = (row) =>
+    (query.history || row.live) && FILTERS.some((n) => facets[n] && row[n] != null && !(row[n] in facets[n]));
+
   function draw(doc) {
+    facets = doc.facets || {};
     for (const name of FILTERS) optionList(selects[name], name, doc.facets && doc.facets[name], query[name]);
     for (const button of modes.children) {
       button.setAttribute("aria-pressed", String((button.dataset.mode === "history") === query.history));
@@ -338,7 +344,9 @@ function sessionsView(search) {
     loaded: refresh(),
     refresh: later,
     onRows(rows) {
-      if (rows.some((r) => shown.has(`${r.agent}\u0000${r.session_id}`) || matches(r, query))) later();
+      const matters = (r) =>
+        shown.has(`${r.agent}\u0000${r.session_id}`) || matches(r, query) || unknown(r);
+      if (rows.some(matters)) later();
     },
     destroy() {
       later.cancel();

@@ -18,7 +18,8 @@ import {
   whole,
 } from "./util.js";
 
-const TURNS = 50;
+const TURNS = 50; // asked for first; "all" asks for the most the API gives
+const MAX_TURNS = 500;
 const OPEN_TURNS = 10; // the last ten turns are drawn open, older ones folded
 
 function fact(term, ...value) {
@@ -114,7 +115,7 @@ function tokenChart(turns) {
       if (span.operation === "chat" && span.tokens) points.push([span.end_ms, tokensOf(span.tokens)]);
     }
   }
-  if (!points.length) return null;
+  if (!points.some(([, n]) => n > 0)) return null;
   points.sort((a, b) => a[0] - b[0]);
   let sum = 0;
   const cumulative = points.map(([at, n]) => [at, (sum += n)]);
@@ -293,15 +294,20 @@ function turnSection(turn, number, total) {
   );
 }
 
-function turnsSection(doc) {
+function turnsSection(doc, more) {
   const turns = doc.turns || [];
   const total = doc.total ?? turns.length;
   const first = total - turns.length + 1;
   const note = total > turns.length ? ` (the last ${whole(turns.length)} of ${whole(total)})` : "";
+  const older =
+    total > turns.length && turns.length < MAX_TURNS
+      ? el("button", { type: "button", class: "more", onclick: more }, `Show ${whole(Math.min(total, MAX_TURNS))} turns`)
+      : null;
   return el(
     "section",
     { class: "turns", "aria-labelledby": "h-turns" },
     el("h3", { id: "h-turns" }, `Turns${note}`),
+    older,
     turns.length ? null : el("p", { class: "muted" }, "No turns read yet."),
     ...turns.map((turn, i) => turnSection(turn, first + i, total)),
   );
@@ -319,6 +325,11 @@ export function sessionView(main, agent, id, ctx) {
   let drawnRow = null;
   let turnsDoc = null;
   let renders = 0;
+  let limit = TURNS;
+  const showAll = () => {
+    limit = MAX_TURNS;
+    loadTurns();
+  };
 
   function links(row) {
     if (!row.grafana_url) return null; // the trace links are on each turn
@@ -343,7 +354,7 @@ export function sessionView(main, agent, id, ctx) {
       if (chart) parts.push(chart);
     }
     if (subs) parts.push(subs);
-    if (turnsDoc) parts.push(turnsSection(turnsDoc));
+    if (turnsDoc) parts.push(turnsSection(turnsDoc, showAll));
     // keep the turns the reader opened or folded, by trace id
     const wasOpen = new Map([...body.querySelectorAll("details.turn")].map((d) => [d.dataset.traceId, d.open]));
     body.replaceChildren(...parts);
@@ -362,7 +373,7 @@ export function sessionView(main, agent, id, ctx) {
 
   async function loadTurns() {
     try {
-      turnsDoc = await api(`${base}/turns?limit=${TURNS}`);
+      turnsDoc = await api(`${base}/turns?limit=${limit}`);
     } catch (error) {
       if (gone) return;
       turnsDoc = null;
