@@ -23,13 +23,17 @@ from grafana_json import (
     trace_view,
 )
 
-# The session picker: sessions live at some time in the range, the latest first, shown as
-# "agent · project · short id" (label_join of the last path part of the project and the id's
-# first 8 characters), holding the bare session id.
+# The session picker: sessions live at some time in the range, and those (live or not) with a
+# record in it (`coding_agent_session_activity_timestamp_seconds`: the 200 latest of the last 7
+# days), the latest first, shown as "agent · project · short id" (label_join of the last path
+# part of the project and the id's first 8 characters), holding the bare session id.
 PICKER = (
     "sort_desc(label_join(label_replace(label_replace("
     "max by (agent, project, session_id) "
     "(max_over_time(coding_agent_session_last_activity_timestamp_seconds[$__range]))"
+    " or max by (agent, project, session_id) "
+    "(max_over_time(coding_agent_session_activity_timestamp_seconds[$__range])"
+    " >= ${__from:date:seconds})"
     " or max by (agent, project, session_id) "
     "(max_over_time(coding_agent_session_state[$__range])),"
     ' "short", "$1", "session_id", "(.{1,8}).*"),'
@@ -39,6 +43,8 @@ PICKER = (
 PICKER_REGEX = '/picker="(?<text>[^"]*)".*session_id="(?<value>[^"]*)"/'
 SESSION_AGENT = (
     'max by (agent) (max_over_time(coding_agent_session_state{session_id="$session"}[$__range]))'
+    " or max by (agent) (max_over_time("
+    'coding_agent_session_activity_timestamp_seconds{session_id="$session"}[$__range]))'
 )
 SESSION_KEEP = "&${session:queryparam}&${agent:queryparam}"
 

@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ SPAN_ATTRIBUTES = {
 }
 BUILTIN_METRICS = {"up", "ALERTS", "ALERTS_FOR_STATE"}
 # A Grafana variable: $name or ${name} or ${name:format}; not $1, a label_replace group.
-VARIABLE = r"\$\{?([A-Za-z_]\w*)(?::\w+)?\}?"
+VARIABLE = r"\$\{?([A-Za-z_]\w*)(?::\w+)*\}?"
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
 PROMQL_WORDS |= {"and", "or", "unless", "bool", "offset", "inf", "nan"}
 WAITING = FIXTURES / "claude-code" / "2.1.332" / "subagent-background"
@@ -161,6 +162,7 @@ def metric_names(expr: str) -> set[str]:
 def substitute(expr: str, session_id: str = "none") -> str:
     """Grafana's variables → values a real query can take."""
     for name, value in {
+        "__from:date:seconds": str(int(time.time()) - 3600),  # the range's start: 1h ago
         "__rate_interval": "1m",
         "__interval": "15s",
         "__range": "1h",
@@ -438,8 +440,16 @@ def test_session_picker_reads_agent_project_and_short_id(
     offered = options(prometheus, variables["session"])
     waiting, running = live_sessions["waiting"], live_sessions["running"]
     assert (f"claude-code · shop-api · {waiting[:8]}", waiting) in offered
-    assert {value for _, value in offered} == {waiting, running}
-    latest = query(prometheus, "coding_agent_session_last_activity_timestamp_seconds")
+    since = time.time() - 3600  # the range `substitute` gives
+    recent = query(prometheus, f"coding_agent_session_activity_timestamp_seconds >= {since}")
+    history = {r["metric"]["session_id"] for r in recent} - {waiting, running}
+    assert history, "the e2e data has a session with a record in the range that is not live"
+    assert {value for _, value in offered} == {waiting, running} | history  # history included
+    latest = query(
+        prometheus,
+        "max by (session_id) (coding_agent_session_last_activity_timestamp_seconds"
+        f" or coding_agent_session_activity_timestamp_seconds >= {since})",
+    )
     by_activity = sorted(latest, key=lambda r: -float(r["value"][1]))
     assert [value for _, value in offered] == [r["metric"]["session_id"] for r in by_activity]
     assert options(prometheus, variables["agent"], waiting) == [("claude-code", "claude-code")]

@@ -64,3 +64,31 @@ def test_project_label_modes(mode: str, label: str) -> None:
     (key,) = {k[2] for k in app.state.totals.messages}
     assert app.config.project(key) == label
     assert f'project="{label}"' in generate_latest(app.registry).decode()
+
+
+def test_recent_sessions_live_or_not_for_the_picker() -> None:
+    """Sessions that are not live, each with the time of its latest record, while that is
+    within 7 days; at most `RECENT_SESSIONS` of them, the latest."""
+    from exporter.prometheus import collectors
+    from exporter.state import state as state_module
+
+    home = FIXTURES / "claude-code" / "2.1.332" / "resume-fork" / "home"  # two sessions, history
+    app = app_for(home)
+    latest = {k[1]: s.updated_at for k, s in app.state.sessions.items() if s.counted}
+    newest = max(v or 0.0 for v in latest.values())
+
+    def shown(now: float) -> dict[str, float]:
+        app.collector.clock = lambda: now
+        family = "coding_agent_session_activity_timestamp_seconds"
+        found = [m for m in app.registry.collect() if m.name == family]
+        return {s.labels["session_id"]: s.value for m in found for s in m.samples}
+
+    assert shown(newest + 3600.0) == latest and len(latest) == 2
+    assert shown(newest + collectors.RECENT_FOR + 1.0) == {}
+    with app.state.lock:  # a cap of one keeps the latest
+        state_module.RECENT_SESSIONS = 1
+        try:
+            app.state.rank_recent()
+        finally:
+            state_module.RECENT_SESSIONS = 200
+    assert list(shown(newest + 3600.0).values()) == [newest]

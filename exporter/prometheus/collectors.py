@@ -7,6 +7,8 @@ Live series (one per live session, gone when the session stops being live):
     coding_agent_session_last_activity_timestamp_seconds{agent,session_id,project}
     coding_agent_session_cost_usd{agent,session_id,project}
     coding_agent_subagents_running{agent,subagent_type}
+Recent sessions, live or not (the 200 with the latest records, of the last 7 days):
+    coding_agent_session_activity_timestamp_seconds{agent,session_id,project}
 History counters (rebuilt from the files, so equal after a restart):
     coding_agent_{tokens,messages,turns,tool_calls,subagents,sessions}_total, and the
     coding_agent_{turn,tool_call}_duration_seconds histograms, and
@@ -38,9 +40,13 @@ from .. import __version__
 from ..state.health import Stats
 from ..state.labels import STATES, ProjectLabel
 from ..state.liveness import Probe
-from ..state.state import State
+from ..state.state import RECENT_SESSIONS, State
 from ..state.totals import Histogram, Totals
 from .spend import Limit, families, shown
+
+
+RECENT_FOR = 7 * 86400.0
+"""How far back a session's latest record may be for `..._activity_timestamp_seconds`."""
 
 
 class StateCollector:
@@ -65,9 +71,11 @@ class StateCollector:
         with self.state.lock:
             self.state.refresh(now, self.probe)
             live = self._live_rows()
+            recent = self._recent_rows(now)
             totals = _copy(self.state.totals)
             spend = shown(self.state.spend, now)
         yield from self._live(live)
+        yield self._recent(recent)
         yield from self._totals(totals)
         yield from families(spend, self.project, now, self.limit)
 
@@ -87,6 +95,28 @@ class StateCollector:
             row = (agent, session_id, cwd, state, reason, state_at, latest, running, session.cost)
             rows.append(_LiveRow(*row))
         return rows
+
+    def _recent_rows(self, now: float) -> list[tuple[str, str, str | None, float]]:
+        """Under the lock: agent, id, cwd and latest record of the sessions a picker offers."""
+        rows = []
+        for key in self.state.recent:
+            session = self.state.sessions.get(key)
+            at = session.updated_at if session is not None else None
+            if session is not None and at is not None and now - RECENT_FOR <= at:
+                rows.append((key[0], key[1], session.cwd, at))
+        rows.sort(key=lambda row: (-row[3], row[1]))
+        return rows[:RECENT_SESSIONS]
+
+    def _recent(self, rows: list[tuple[str, str, str | None, float]]) -> Metric:
+        family = GaugeMetricFamily(
+            "coding_agent_session_activity_timestamp_seconds",
+            f"Time of the latest record of each of the {RECENT_SESSIONS} sessions, live or not, "
+            "with the latest records of the last 7 days (what a session picker offers).",
+            labels=["agent", "session_id", "project"],
+        )
+        for agent, session_id, cwd, at in sorted(rows):
+            family.add_metric([agent, session_id, self.project(cwd)], at)
+        return family
 
     def _live(self, rows: list[_LiveRow]) -> Iterator[Metric]:
         per_state = GaugeMetricFamily(

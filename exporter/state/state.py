@@ -12,6 +12,7 @@ it (`--fork-session` copies records verbatim; sub-agent and lead journals share 
 
 from __future__ import annotations
 
+import heapq
 import sys
 import threading
 from collections import OrderedDict, deque
@@ -65,6 +66,8 @@ RECENT_REVIEWS = 1000
 """Automatic reviews kept for `sessions --include-internal` (all of them are counted)."""
 MAX_LABEL_VALUES = 200
 """Distinct tool / sub-agent type label values per agent before the rest become "other"."""
+RECENT_SESSIONS = 200
+"""Sessions with the latest records kept in order (`recent`): what a session picker offers."""
 BUSY_SLACK = 1024
 """Sessions noted as maybe busy, beyond twice those found with open work, before the ones
 without any are let go (a catch-up touches every session of history; a refresh, which also lets
@@ -88,6 +91,7 @@ class State:
         self.sessions: dict[tuple[str, str], Session] = {}
         self._busy: set[tuple[str, str]] = set()  # sessions that may have open work
         self.touched: set[tuple[str, str]] = set()  # sessions told of since `take_touched`
+        self.recent: OrderedDict[tuple[str, str], None] = OrderedDict()  # latest read last
         self._busy_limit = BUSY_SLACK  # `_busy` is pruned beyond this size
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
         self.live: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, session id) → holder
@@ -160,6 +164,23 @@ class State:
         if len(self._busy) > self._busy_limit:  # after the event: it may have opened work
             self._prune_busy()
 
+    def _recently(self, session: Session) -> None:
+        key = (session.agent, session.session_id)
+        self.recent[key] = None
+        self.recent.move_to_end(key)
+        if len(self.recent) > 2 * RECENT_SESSIONS:
+            self.recent.popitem(last=False)
+
+    def rank_recent(self) -> None:
+        """`recent` made of the sessions with the latest records (a catch-up reads the files in
+        the order of their paths, not of their times): once, after it."""
+        latest = heapq.nlargest(
+            RECENT_SESSIONS,
+            (s for s in self.sessions.values() if s.counted and s.updated_at is not None),
+            key=lambda s: (s.updated_at, s.session_id),
+        )
+        self.recent = OrderedDict(((s.agent, s.session_id), None) for s in reversed(latest))
+
     def take_touched(self) -> set[tuple[str, str]]:
         """The sessions events were applied to since the last call (for `web.live`)."""
         touched, self.touched = self.touched, set()
@@ -194,6 +215,7 @@ class State:
         if not session.counted:
             session.counted = True
             self.totals.sessions[(agent, session.cwd or "")] += 1
+        self._recently(session)
 
     def _responded(self, agent: str, event: ModelResponded) -> None:
         session = self.session(agent, event.session_id)
@@ -201,6 +223,8 @@ class State:
             self._internal_response(agent, session, event)
             return
         session.touch(event.at)
+        if session.counted:
+            self._recently(session)
         if event.main and event.model != session.model:
             session.model = sys.intern(event.model)
         key = (agent, event.message_id)
