@@ -44,7 +44,6 @@ from ..state.state import RECENT_SESSIONS, State
 from ..state.totals import Histogram, Totals
 from .spend import Limit, families, shown
 
-
 RECENT_FOR = 7 * 86400.0
 """How far back a session's latest record may be for `..._activity_timestamp_seconds`."""
 
