@@ -295,8 +295,8 @@ function sessionsView(search) {
     const total = doc.total || 0;
     const first = rows.length ? query.offset + 1 : 0;
     const last = query.offset + rows.length;
-    const facets = doc.facets && doc.facets.state;
-    const known = facets ? Object.values(facets).reduce((a, b) => a + b, 0) : null;
+    const states = doc.facets && doc.facets.state;
+    const known = states ? Object.values(states).reduce((a, b) => a + b, 0) : null;
     if (!rows.length) {
       const what = query.history ? "No sessions" : "No live sessions";
       const filtered = FILTERS.some((n) => query[n]) || query.q ? " match these filters" : "";
