@@ -32,7 +32,9 @@ export const status = {
   trace_url: null,
   telemetry_path: "/metrics",
 };
-let view = null; // the view shown: {onRows(rows), refresh(), destroy()}
+let view = null; // the view shown: {loaded, onRows(rows), refresh(), destroy()}
+let routed = null; // the address the view shown was made for
+let renders = 0; // sessions views drawn: main[data-rendered] (the tests and bench/console.py wait for it)
 let lastList = "#/"; // the sessions view's address, for the session view's way back
 
 // ---- the sessions view ------------------------------------------------------------------
@@ -177,9 +179,94 @@ function optionList(select, name, facet, chosen) {
   select.value = chosen;
 }
 
+/** The filter bar: Live / History, a menu per filter, the search box. `go(changes, replace)`
+ * applies a change; `draw(doc, query)` sets the controls from an answer. */
+function filterBar(query, go) {
+  const modes = el("div", { class: "modes", role: "group", "aria-label": "Which sessions" });
+  for (const [past, label] of [
+    [false, "Live"],
+    [true, "History"],
+  ]) {
+    const button = el("button", { type: "button", "data-mode": past ? "history" : "live" }, label);
+    button.addEventListener("click", () => go({ history: past, offset: 0 }));
+    modes.append(button);
+  }
+  const selects = {};
+  for (const name of FILTERS) {
+    selects[name] = el("select", { id: `f-${name}`, name });
+    selects[name].addEventListener("change", (e) => go({ [name]: e.target.value, offset: 0 }));
+  }
+  const search = el("input", {
+    id: "f-q",
+    type: "search",
+    name: "q",
+    placeholder: "Title or session id",
+    autocomplete: "off",
+    value: query.q,
+  });
+  let typing = null;
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => go({ q: search.value.trim(), offset: 0 }, true), 200);
+  });
+  const label = (name, control) =>
+    el("label", { for: control.id }, el("span", { class: "label" }, name), control);
+  const form = el(
+    "form",
+    { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
+    modes,
+    ...FILTERS.map((name) => label(name[0].toUpperCase() + name.slice(1), selects[name])),
+    label("Search", search),
+  );
+  return {
+    form,
+    draw(doc, now) {
+      for (const name of FILTERS) optionList(selects[name], name, doc.facets && doc.facets[name], now[name]);
+      for (const button of modes.children) {
+        button.setAttribute("aria-pressed", String((button.dataset.mode === "history") === now.history));
+      }
+      if (search.value.trim() !== now.q && document.activeElement !== search) search.value = now.q;
+    },
+    stop: () => clearTimeout(typing),
+  };
+}
+
+/** The rows in groups, one `tbody` per state, each headed by its name. */
+function rowGroups(rows) {
+  const groups = [];
+  for (const row of rows) {
+    if (!groups.length || groups[groups.length - 1].dataset.state !== row.state) {
+      const head = el("th", { scope: "rowgroup", colspan: String(COLUMNS.length) }, GROUPS[row.state] || row.state);
+      groups.push(el("tbody", { class: `group s-${row.state}`, "data-state": row.state }, el("tr", { class: "group-head" }, head)));
+    }
+    groups[groups.length - 1].append(sessionRow(row));
+  }
+  return groups;
+}
+
+/** "1–100 of 10,000 sessions", or what to do when there are none. */
+function summaryOf(doc, query) {
+  const rows = doc.sessions || [];
+  const total = doc.total || 0;
+  if (!rows.length) {
+    const filtered = FILTERS.some((n) => query[n]) || query.q ? " match these filters" : "";
+    const text = `${query.history ? "No sessions" : "No live sessions"}${filtered}.`;
+    if (query.history) return [text];
+    return [text, " ", el("a", { href: listAddress({ ...query, history: true, offset: 0 }) }, "Show the history")];
+  }
+  const states = doc.facets && doc.facets.state;
+  const known = states ? Object.values(states).reduce((a, b) => a + b, 0) : null;
+  const what = `${query.history ? "" : "live "}session${total === 1 ? "" : "s"}`;
+  return [
+    `${whole(query.offset + 1)}–${whole(query.offset + rows.length)} of ${whole(total)} ${what}`,
+    known !== null && known !== total ? ` (${whole(known)} before filters)` : "",
+  ];
+}
+
 function sessionsView(search) {
   let query = listQuery(search);
   let shown = new Set(); // "agent\u0000id" of the rows on the page
+  let facets = {};
   let generation = 0;
   const go = (changes, replace = false) => {
     performance.mark("console-asked"); // a filter, a search or a page changed (bench/console.py)
@@ -191,55 +278,7 @@ function sessionsView(search) {
     routed = address;
     refresh();
   };
-
-  const modes = el("div", { class: "modes", role: "group", "aria-label": "Which sessions" });
-  for (const [history, label] of [
-    [false, "Live"],
-    [true, "History"],
-  ]) {
-    modes.append(
-      el(
-        "button",
-        {
-          type: "button",
-          "aria-pressed": String(query.history === history),
-          "data-mode": history ? "history" : "live",
-          onclick: () => go({ history, offset: 0 }),
-        },
-        label,
-      ),
-    );
-  }
-  const selects = {};
-  for (const name of FILTERS) {
-    selects[name] = el("select", {
-      id: `f-${name}`,
-      name,
-      onchange: (e) => go({ [name]: e.target.value, offset: 0 }),
-    });
-  }
-  const search_ = el("input", {
-    id: "f-q",
-    type: "search",
-    name: "q",
-    placeholder: "Title or session id",
-    autocomplete: "off",
-    value: query.q,
-  });
-  let typing = null;
-  search_.addEventListener("input", () => {
-    clearTimeout(typing);
-    typing = setTimeout(() => go({ q: search_.value.trim(), offset: 0 }, true), 200);
-  });
-  const form = el(
-    "form",
-    { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
-    modes,
-    ...FILTERS.map((name) =>
-      el("label", { for: `f-${name}` }, el("span", { class: "label" }, name[0].toUpperCase() + name.slice(1)), selects[name]),
-    ),
-    el("label", { for: "f-q" }, el("span", { class: "label" }, "Search"), search_),
-  );
+  const bar = filterBar(query, go);
   const summary = el("p", { class: "summary", id: "summary" }, "Loading…");
   const table = el(
     "table",
@@ -247,74 +286,25 @@ function sessionsView(search) {
     el("caption", { class: "visually-hidden" }, "Sessions, waiting for you first"),
     el("thead", {}, el("tr", {}, ...COLUMNS.map(([key, label]) => el("th", { scope: "col", class: `c-${key}` }, label)))),
   );
-  const prev = el("button", { type: "button", onclick: () => go({ offset: Math.max(0, query.offset - PAGE) }) }, "← Newer");
-  const next = el("button", { type: "button", onclick: () => go({ offset: query.offset + PAGE }) }, "Older →");
+  const prev = el("button", { type: "button" }, "← Newer");
+  prev.addEventListener("click", () => go({ offset: Math.max(0, query.offset - PAGE) }));
+  const next = el("button", { type: "button" }, "Older →");
+  next.addEventListener("click", () => go({ offset: query.offset + PAGE }));
   const pageNote = el("span", { class: "page-note" });
   const pager = el("nav", { class: "pager", "aria-label": "Pages" }, prev, pageNote, next);
-  main.replaceChildren(
-    el("h2", { class: "visually-hidden" }, "Sessions"),
-    form,
-    summary,
-    el("div", { class: "table-wrap" }, table),
-    pager,
-  );
-
-  let facets = {};
-  // a row naming an agent or project the menus do not offer yet: they need it
-  const unknown = (row) =>
-    (query.history || row.live) && FILTERS.some((n) => facets[n] && row[n] != null && !(row[n] in facets[n]));
+  main.replaceChildren(el("h2", { class: "visually-hidden" }, "Sessions"), bar.form, summary, el("div", { class: "table-wrap" }, table), pager);
 
   function draw(doc) {
-    facets = doc.facets || {};
-    for (const name of FILTERS) optionList(selects[name], name, doc.facets && doc.facets[name], query[name]);
-    for (const button of modes.children) {
-      button.setAttribute("aria-pressed", String((button.dataset.mode === "history") === query.history));
-    }
-    if (search_.value.trim() !== query.q && document.activeElement !== search_) search_.value = query.q;
-    for (const body of table.querySelectorAll("tbody")) body.remove();
     const rows = doc.sessions || [];
-    shown = new Set(rows.map((r) => `${r.agent}\u0000${r.session_id}`));
-    let body = null;
-    let group = null;
-    for (const row of rows) {
-      if (row.state !== group) {
-        group = row.state;
-        body = el(
-          "tbody",
-          { class: `group s-${group}` },
-          el(
-            "tr",
-            { class: "group-head" },
-            el("th", { scope: "rowgroup", colspan: String(COLUMNS.length) }, GROUPS[group] || group),
-          ),
-        );
-        table.append(body);
-      }
-      body.append(sessionRow(row));
-    }
     const total = doc.total || 0;
-    const first = rows.length ? query.offset + 1 : 0;
-    const last = query.offset + rows.length;
-    const states = doc.facets && doc.facets.state;
-    const known = states ? Object.values(states).reduce((a, b) => a + b, 0) : null;
-    if (!rows.length) {
-      const what = query.history ? "No sessions" : "No live sessions";
-      const filtered = FILTERS.some((n) => query[n]) || query.q ? " match these filters" : "";
-      summary.replaceChildren(`${what}${filtered}.`);
-      if (!query.history) {
-        summary.append(
-          " ",
-          el("a", { href: listAddress({ ...query, history: true, offset: 0 }) }, "Show the history"),
-        );
-      }
-    } else {
-      summary.replaceChildren(
-        `${whole(first)}–${whole(last)} of ${whole(total)} ${query.history ? "" : "live "}session${total === 1 ? "" : "s"}`,
-        known !== null && known !== total ? ` (${whole(known)} before filters)` : "",
-      );
-    }
+    facets = doc.facets || {};
+    shown = new Set(rows.map((r) => `${r.agent}\u0000${r.session_id}`));
+    bar.draw(doc, query);
+    for (const body of table.querySelectorAll("tbody")) body.remove();
+    table.append(...rowGroups(rows));
+    summary.replaceChildren(...summaryOf(doc, query));
     prev.disabled = query.offset <= 0;
-    next.disabled = last >= total;
+    next.disabled = query.offset + rows.length >= total;
     pageNote.textContent = total > PAGE ? `page ${Math.floor(query.offset / PAGE) + 1} of ${Math.ceil(total / PAGE)}` : "";
     pager.hidden = total <= PAGE && query.offset === 0;
     main.dataset.rendered = String(++renders);
@@ -339,31 +329,31 @@ function sessionsView(search) {
     draw(doc);
   }
 
+  // a row naming an agent, project or state the menus do not offer yet: they need it
+  const unknown = (row) =>
+    (query.history || row.live) && FILTERS.some((n) => facets[n] && row[n] != null && !(row[n] in facets[n]));
   const later = throttled(refresh, 200);
   return {
     loaded: refresh(),
     refresh: later,
     onRows(rows) {
-      const matters = (r) =>
-        shown.has(`${r.agent}\u0000${r.session_id}`) || matches(r, query) || unknown(r);
+      const matters = (r) => shown.has(`${r.agent}\u0000${r.session_id}`) || matches(r, query) || unknown(r);
       if (rows.some(matters)) later();
     },
     destroy() {
       later.cancel();
-      clearTimeout(typing);
+      bar.stop();
       generation++;
     },
   };
 }
-let renders = 0;
 
 // ---- routing --------------------------------------------------------------------------
 
-let routed = null; // the address the view shown was made for
-
 function route() {
   const hash = location.hash || "#/";
-  if (!hash.startsWith("#/") || hash === routed) return; // #main: the skip link // a popstate and a hashchange for one move
+  // "#main" is the skip link's; a popstate and a hashchange may come for one move
+  if (!hash.startsWith("#/") || hash === routed) return;
   routed = hash;
   if (view) view.destroy();
   const session = /^#\/session\/([^/]+)\/(.+)$/.exec(hash);
