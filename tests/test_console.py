@@ -10,14 +10,17 @@ runs under the server's Content-Security-Policy; a violation or an uncaught erro
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -63,10 +66,18 @@ class Page:
     Content-Security-Policy violations."""
 
     def __init__(
-        self, browser: Any, width: int = 1400, height: int = 900, scheme: str = "light"
+        self,
+        browser: Any,
+        width: int = 1400,
+        height: int = 900,
+        scheme: str = "light",
+        zone: str = "UTC",
     ) -> None:
         self.context = browser.new_context(
-            viewport={"width": width, "height": height}, color_scheme=scheme
+            viewport={"width": width, "height": height},
+            color_scheme=scheme,
+            timezone_id=zone,
+            locale="en-US",
         )
         self.page = self.context.new_page()
         self.problems: list[str] = []
@@ -466,3 +477,26 @@ def test_a_long_session_shows_its_last_fifty_turns_then_all_of_them(
         assert turns.count() == 60 and turns.first.locator(".turn-no").inner_text() == "Turn 1"
         chart = tab.locator(".tokens-chart svg")
         assert chart.get_attribute("data-points") == "60"  # one response a turn
+
+
+def test_times_are_the_viewers_local_times(tmp_path: Path, browser: Any) -> None:
+    """A viewer in New York sees the recorded start (09:19:40 UTC) as 04:19:40 AM EST, on hover
+    in the list and in the session's header."""
+    home = home_of(tmp_path, "subagent-foreground")
+    with serve(home, tmp_path) as url:
+        row = json.loads(get(f"{url}/api/sessions/claude-code/{FOREGROUND}")[1])
+        started = datetime.fromisoformat(row["started_at"]).astimezone(ZoneInfo("America/New_York"))
+        local = started.strftime("%I:%M:%S %p ") + (started.tzname() or "")
+        assert local == "04:19:40 AM EST"
+        updated = datetime.fromisoformat(row["updated_at"]).astimezone(ZoneInfo("America/New_York"))
+        tab = Page(browser, zone="America/New_York")
+        open_console(tab.page, url, "#/?history=1")
+        hover = tab.page.locator(f"{ROW.format(FOREGROUND)} .c-activity time")
+        assert hover.get_attribute("datetime") == row["updated_at"]
+        assert updated.strftime("%I:%M:%S %p ") + (updated.tzname() or "") in (
+            hover.get_attribute("title") or ""
+        )
+        tab.page.click(f"{ROW.format(FOREGROUND)} .c-title a")
+        tab.page.wait_for_selector("#session-title", timeout=5000)
+        assert local in tab.page.locator(".fact", has_text="Started").inner_text()
+        tab.close()
