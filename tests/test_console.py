@@ -138,7 +138,8 @@ def test_a_session_appears_and_changes_state_within_a_second_of_its_file(
     tmp_path: Path, tab: Any, stand_ins: list[subprocess.Popen[bytes]]
 ) -> None:
     """Claude Code rewrites `sessions/<pid>.json` when it starts work and when it waits: each
-    rewrite shows in the open page within a second, pushed over /api/events (no reload)."""
+    rewrite shows in the open page within a second, pushed over /api/events (no reload). When
+    the exporter goes away, the page says it is reconnecting."""
     home = home_of(tmp_path, "subagent-foreground")
     with serve(home, tmp_path) as url:
         open_console(tab, url)
@@ -156,6 +157,9 @@ def test_a_session_appears_and_changes_state_within_a_second_of_its_file(
             tab.wait_for_selector(f"{ROW.format(FOREGROUND)}.s-{shown}", timeout=1000)
             took.append(round((time.monotonic() - start) * 1000))
         print(f"file change to page: {took} ms")
+    # the exporter stopped: the page says so (the browser keeps trying to reconnect)
+    tab.wait_for_selector("#live[data-state='reconnecting']", timeout=5000)
+    assert tab.locator("#live").inner_text() == "reconnecting…"
 
 
 def test_a_session_waiting_for_you_comes_first_with_its_reason_and_since_when(
