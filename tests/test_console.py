@@ -26,6 +26,8 @@ import pytest
 
 from tests.backends import get, run_exporter, wait_for, write_index
 from tests.conftest import FIXTURES, GOLDEN, expected
+from tests.test_web_tls import fetch as fetch_tls
+from tests.test_web_tls import web_config  # noqa: F401 (a fixture: TLS and a basic-auth user)
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
@@ -504,3 +506,31 @@ def test_times_are_the_viewers_local_times(tmp_path: Path, browser: Any) -> None
         tab.page.wait_for_selector("#session-title", timeout=5000)
         assert local in tab.page.locator(".fact", has_text="Started").inner_text()
         tab.close()
+
+
+def test_the_console_works_over_tls_with_basic_auth(
+    tmp_path: Path, browser: Any, request: pytest.FixtureRequest
+) -> None:
+    """Behind `--web.config.file` the browser is asked for the user once: the page, its files,
+    the API and the event stream all pass with it."""
+    config = request.getfixturevalue("web_config")
+    home = home_of(tmp_path, "subagent-foreground")
+    with run_exporter(
+        home, tmp_path, *OTHERS, "--web.config.file", str(config), ready=False
+    ) as url:
+        secure = url.replace("http://", "https://")
+        ca = config.parent / "server.crt"
+        wait_for("https", lambda: fetch_tls(secure + "/-/ready", ca, "s3cret") == 200)
+        context = browser.new_context(
+            ignore_https_errors=True,  # the test's own self-signed certificate
+            http_credentials={"username": "prometheus", "password": "s3cret"},
+        )
+        page = context.new_page()
+        page.goto(f"{secure}/#/?history=1", timeout=30_000)
+        page.wait_for_selector(ROW.format(FOREGROUND), timeout=30_000)
+        page.wait_for_selector("#live[data-state='live']", timeout=10_000)
+        context.close()
+        context = browser.new_context(ignore_https_errors=True)  # no password: nothing
+        with pytest.raises(sync_api.Error, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            context.new_page().goto(f"{secure}/")  # asked for a user, none given
+        context.close()
