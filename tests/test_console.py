@@ -181,6 +181,7 @@ def test_a_session_waiting_for_you_comes_first_with_its_reason_and_since_when(
         assert order == [FOREGROUND, TWO_TOOLS, INTERACTIVE]
         groups = tab.eval_on_selector_all("tr.group-head th", "ths => ths.map(t => t.textContent)")
         assert groups == ["waiting for you", "running", "idle"]
+        assert tab.title() == "(1 waiting) coding-agent-exporter"  # seen from another tab too
         state = tab.locator(ROW.format(FOREGROUND)).locator(".c-state")
         assert re.fullmatch(r"waiting · permission prompt for (<1 min|\d+ min)", state.inner_text())
         since = state.locator("time").get_attribute("datetime")
@@ -294,6 +295,7 @@ def test_tab_to_a_row_and_enter_opens_the_session(tmp_path: Path, tab: Any) -> N
         tab.keyboard.press("Enter")
         tab.wait_for_selector("#session-title", timeout=5000)
         assert tab.url.endswith(f"#/session/claude-code/{FOREGROUND}")
+        assert tab.evaluate("document.activeElement.id") == "session-title"  # focus moved on
         assert tab.locator("#session-title").inner_text() == (
             "SCENARIO:agent count the files with an agent"
         )

@@ -303,6 +303,8 @@ function sessionsView(search) {
     for (const body of table.querySelectorAll("tbody")) body.remove();
     table.append(...rowGroups(rows));
     summary.replaceChildren(...summaryOf(doc, query));
+    const waiting = (facets.state && facets.state.needs_user) || 0;
+    document.title = `${waiting ? `(${whole(waiting)} waiting) ` : ""}coding-agent-exporter`;
     prev.disabled = query.offset <= 0;
     next.disabled = query.offset + rows.length >= total;
     pageNote.textContent = total > PAGE ? `page ${Math.floor(query.offset / PAGE) + 1} of ${Math.ceil(total / PAGE)}` : "";
@@ -355,6 +357,7 @@ function route() {
   // "#main" is the skip link's; a popstate and a hashchange may come for one move
   if (!hash.startsWith("#/") || hash === routed) return;
   routed = hash;
+  const from = view;
   if (view) view.destroy();
   const session = /^#\/session\/([^/]+)\/(.+)$/.exec(hash);
   if (session) {
@@ -366,6 +369,10 @@ function route() {
     const search = hash.startsWith("#/?") ? hash.slice(3) : "";
     lastList = listAddress(listQuery(search));
     view = sessionsView(search);
+  }
+  if (from) {
+    scrollTo(0, 0);
+    main.focus({ preventScroll: true }); // a keyboard user goes on from the new view
   }
 }
 

@@ -341,9 +341,15 @@ export function sessionView(main, agent, id, ctx) {
   }
 
   function drawHead(row) {
+    const first = drawnRow === null;
     drawnRow = row;
     document.title = `${row.title || row.session_id} · coding-agent-exporter`;
     head.replaceChildren(header(row, links(row)));
+    if (first && document.activeElement === main) {
+      const title = head.querySelector("h2");
+      title.tabIndex = -1;
+      title.focus({ preventScroll: true }); // read out first, and Tab goes on from there
+    }
   }
 
   function drawBody() {
