@@ -301,16 +301,22 @@ def test_tab_to_a_row_and_enter_opens_the_session(tmp_path: Path, tab: Any) -> N
         )
 
 
-def golden_trees(name: str) -> dict[str, list[tuple[int, str]]]:
-    """trace id → [(depth, span name)] in the golden's depth-first order."""
-    trees: dict[str, list[tuple[int, str]]] = {}
-    current: list[tuple[int, str]] = []
+Golden = dict[str, list[tuple[int, str, float, float]]]
+
+
+def golden_trees(name: str) -> Golden:
+    """trace id → [(depth, span name, start after the root's, duration)] in the golden's
+    depth-first order (times in seconds, to the millisecond)."""
+    trees: Golden = {}
+    current: list[tuple[int, str, float, float]] = []
     for line in (GOLDEN / "traces" / f"{name}.txt").read_text().splitlines():
         if line.startswith("trace "):
             current = trees.setdefault(line.split()[1], [])
             continue
         depth = (len(line) - len(line.lstrip(" "))) // 2 - 1
-        current.append((depth, re.split(r" \+\d", line.strip())[0]))
+        found = re.match(r"(.+?) \+([\d.]+)s ([\d.]+)s", line.strip())
+        assert found, line
+        current.append((depth, found[1], float(found[2]), float(found[3])))
     return trees
 
 
@@ -319,9 +325,13 @@ DRAWN = """turns => turns.map(t => [t.dataset.traceId,
     let depth = 0;  // how deep the item is in the drawn lists
     for (let up = li.parentElement.closest('li.span'); up; up = up.parentElement.closest('li.span'))
       depth++;
-    return [depth, li.querySelector('.span-label').textContent, Number(li.dataset.depth)];
+    const bar = li.querySelector(':scope > .line .bar');
+    return [depth, li.querySelector('.span-label').textContent, Number(li.dataset.depth),
+      parseFloat(bar.style.left), parseFloat(bar.style.width),
+      li.querySelector(':scope > .line .dur').textContent];
   })])"""
-"""Per turn drawn: (trace id, [(nesting depth, span name, indentation level)])."""
+"""Per turn drawn: (trace id, [(nesting depth, span name, indentation level, bar's left and
+width in % of the turn, duration shown)])."""
 
 
 def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
@@ -338,19 +348,25 @@ def test_the_session_view_draws_the_recorded_subagent_turn_as_its_waterfall(
         golden = golden_trees("2.1.332-subagent-foreground")
         assert set(drawn) == set(golden)
         for trace, spans in golden.items():
-            nesting = [(depth, name) for depth, name, _ in drawn[trace]]
-            assert nesting == spans, trace  # the same tree as the traces export
-            assert all(depth == indent for depth, _, indent in drawn[trace])  # drawn indented
+            nesting = [(depth, name) for depth, name, *_ in drawn[trace]]
+            assert nesting == [(depth, name) for depth, name, *_ in spans], trace  # one tree
+            assert all(line[0] == line[2] for line in drawn[trace])  # drawn indented so
+            span = max(start + length for *_, start, length in spans)  # the turn's time axis
+            for line, (*_, start, length) in zip(drawn[trace], spans, strict=True):
+                left, width, shown = line[3:]
+                assert abs(left - start / span * 100) < 0.5, (trace, line)  # where it began
+                assert abs(width - max(length / span * 100, 0.4)) < 0.5, (trace, line)
+                assert length < 1 and shown == f"{round(length * 1000)} ms", (trace, line)
 
         # the recorded facts (the stub's log), not our own output
-        lines = [(d, n) for spans in drawn.values() for d, n, _ in spans]
+        lines = [(d, n) for spans in drawn.values() for d, n, *_ in spans]
         chats = [n for _, n in lines if n.startswith("chat ")]
         assert len(chats) == facts["messages"]  # every response, the sub-agent's too
         assert set(chats) == {f"chat {facts['model']}"}
         (turn,) = [
             t for t, spans in drawn.items() if any("execute_tool Agent" in s[1] for s in spans)
         ]
-        tree = [(d, n) for d, n, _ in drawn[turn]]
+        tree = [(d, n) for d, n, *_ in drawn[turn]]
         at = tree.index((1, "execute_tool Agent"))
         assert tree[at + 1] == (2, f"invoke_agent {subagent['type']}")
         below = [n for d, n in tree[at + 2 :] if d >= 3]
