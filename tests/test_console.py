@@ -182,11 +182,22 @@ def test_a_session_waiting_for_you_comes_first_with_its_reason_and_since_when(
         groups = tab.eval_on_selector_all("tr.group-head th", "ths => ths.map(t => t.textContent)")
         assert groups == ["waiting for you", "running", "idle"]
         assert tab.title() == "(1 waiting) coding-agent-exporter"  # seen from another tab too
+        menu = tab.eval_on_selector_all("#f-state option", "os => os.map(o => o.textContent)")
+        assert menu == ["All states", "waiting for you (1)", "running (1)", "idle (1)"]
+        assert tab.eval_on_selector_all("#f-agent option", "os => os.map(o => o.value)") == [
+            "",
+            "claude-code",
+        ]
         state = tab.locator(ROW.format(FOREGROUND)).locator(".c-state")
         assert re.fullmatch(r"waiting · permission prompt for (<1 min|\d+ min)", state.inner_text())
         since = state.locator("time").get_attribute("datetime")
         assert since and since.endswith("Z")
         assert state.locator("time").get_attribute("title")  # the exact local time on hover
+        tab.select_option("#f-state", "running")
+        tab.wait_for_selector(f"#summary:text-is('1{DASH}1 of 1 live session (3 before filters)')")
+        assert tab.eval_on_selector_all("tr.row", "rs => rs.map(r => r.dataset.session)") == [
+            TWO_TOOLS
+        ]
 
 
 def test_cells_never_wrap_at_1400_px_and_a_phone_gets_one_card_per_session(
