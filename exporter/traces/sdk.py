@@ -168,10 +168,10 @@ def otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
         OTLPSpanExporter as HTTPSpanExporter,
     )
 
-    return HTTPSpanExporter(session=_KeepsItsCA())
+    return HTTPSpanExporter(session=KeepsItsCA())
 
 
-class _KeepsItsCA(requests.Session):
+class KeepsItsCA(requests.Session):
     """A session whose own CA file (OTEL_EXPORTER_OTLP_CERTIFICATE) wins: plain requests lets
     REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace it (psf/requests#3829), so on a machine that
     sets either, the endpoint's certificate would be checked against the wrong authorities."""
@@ -255,11 +255,17 @@ class QueueProcessor(SpanProcessor):
 
 
 def tracer_provider(
-    environ: Mapping[str, str], exporter: SpanExporter, *, batch: bool = True
+    environ: Mapping[str, str],
+    exporter: SpanExporter,
+    *,
+    batch: bool = True,
+    resource: Resource | None = None,
 ) -> TracerProvider:
-    attributes = {"service.name": environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME}
-    attributes["service.version"] = __version__
-    resource = Resource.create(attributes)
+    """With no `resource`, the service's alone (`otlp.resource` adds the machine and user)."""
+    if resource is None:
+        attributes = {"service.name": environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME}
+        attributes["service.version"] = __version__
+        resource = Resource.create(attributes)
     provider = TracerProvider(resource=resource, id_generator=DeterministicIds())
     if batch:
         counting = (
