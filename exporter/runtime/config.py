@@ -27,10 +27,12 @@ from .settings import settings_of
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
 DEFAULT_TELEMETRY_PATH = "/metrics"
-COMMANDS = ("serve", "sessions", "metrics", "traces", "notify")
+COMMANDS = ("serve", "sessions", "metrics", "traces", "push", "notify")
 DEFAULT_NOTIFY = "127.0.0.1:9095"
 SERVE = frozenset({"serve"})
-TRACING = frozenset({"serve", "traces"})
+TRACING = frozenset({"serve", "traces", "push"})
+PUSHING = frozenset({"serve", "push"})
+OTLP = frozenset({"serve", "traces", "push"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class Config:
     grafana_url: str | None = None  # the console links each session to its dashboard there
     trace_url: str | None = None  # a trace viewer's URL, `{trace_id}` in it
     external_url: str | None = None  # where users reach this exporter's web console
+    otlp_metrics: bool = False  # push the families over OTLP too (`push` always does)
+    user: str | None = None  # the OTLP resource's user.name
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -214,14 +218,14 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         "(with $HOME shown as ~), basename, or none.",
         choices=["path", "basename", "none"],
     )
-    traces = common.add_argument_group("traces (OTLP; the endpoint comes from OTEL_* variables)")
+    traces = common.add_argument_group("OTLP traces and metrics (the endpoint: OTEL_* variables)")
     switch(
         "--traces.enabled",
         endpoint_configured(environ),
         "Send every turn as a trace over OTLP. (default: on when OTEL_EXPORTER_OTLP_ENDPOINT "
         "or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set)",
         group=traces,
-        commands=SERVE,
+        commands=PUSHING,
     )
     switch(
         "--traces.capture-content",
@@ -240,6 +244,23 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         metavar="DURATION",
         group=traces,
         commands=SERVE,
+    )
+    switch(
+        "--otlp.metrics",
+        False,
+        "Also push the /metrics families over OTLP every OTEL_METRIC_EXPORT_INTERVAL "
+        "(to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT). Off by default.",
+        group=traces,
+        commands=SERVE,
+    )
+    add(
+        "--label.user",
+        "",
+        "The user.name resource attribute of pushed metrics and spans (default: none, or "
+        "the one in OTEL_RESOURCE_ATTRIBUTES).",
+        metavar="NAME",
+        group=traces,
+        commands=OTLP,
     )
     add(
         "--state.dir",
@@ -308,6 +329,11 @@ def _parser(
         help="with --all: also the agents' own automatic reviews (Codex' guardian)",
     )
     commands.add_parser("metrics", parents=[common], help="print what a scrape would return, once")
+    commands.add_parser(
+        "push",
+        parents=[common],
+        help="send the metrics and the turns not sent yet over OTLP, once (a CI job's last step)",
+    )
     traces = commands.add_parser(
         "traces",
         parents=[common],
@@ -424,6 +450,8 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         grafana_url=values["web.grafana_url"] or None,
         trace_url=values["web.trace_url"] or None,
         external_url=values["web.external_url"] or None,
+        otlp_metrics=values["otlp.metrics"],
+        user=values["label.user"] or None,
     )
 
 
