@@ -154,6 +154,7 @@ class Spans:
         exporter: SpanExporter | None = None,
         backfill: float | None = None,
     ) -> None:
+        from ..otlp.resource import resource
         from ..traces.checkpoint import Checkpoint
         from ..traces.sdk import CountingExporter, otlp_exporter, tracer, tracer_provider
         from ..traces.spans import SpanWriter
@@ -163,7 +164,8 @@ class Spans:
         spool = Spool(config.state_dir) if exporter is None and config.state_dir else None
         inner = exporter or otlp_exporter(environ)
         self.exporter = CountingExporter(inner, self.checkpoint, spool)
-        self.provider = tracer_provider(environ, self.exporter)
+        found = resource(environ, config.user, config.state_dir)
+        self.provider = tracer_provider(environ, self.exporter, resource=found)
         since = started  # by default no history: only turns from now on
         backfill = config.backfill if backfill is None else backfill
         if backfill is not None:

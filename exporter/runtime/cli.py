@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
@@ -22,6 +23,9 @@ from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
 from .app import App, Spans
 from .config import Config, endpoint_configured, parse
+
+if TYPE_CHECKING:
+    from ..otlp.push import Pusher
 
 log = logging.getLogger("exporter")
 RESCAN_EVERY = 30.0
@@ -49,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _notify(config)
     if config.command == "traces":
         return _traces(config)
+    if config.command == "push":
+        return _push(config)
     return serve(config)
 
 
@@ -110,6 +116,11 @@ def serve(config: Config) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL)
     probe = CachedProbe()  # told of every exit below: a scrape probes only new processes
     app = App(config, spans=spans, cache=True, probe=probe)
+    try:
+        pusher = _pusher(app, config) if config.otlp_metrics else None
+    except ValueError as error:
+        log.error("metrics: %s", error)
+        return 2
     ready, stop = threading.Event(), threading.Event()
 
     console = api.Api(
@@ -175,6 +186,8 @@ def serve(config: Config) -> int:
         app.catch_up()
         ready.set()
         feed.publish(app.state, reset=True, ready=True)
+        if pusher is not None:
+            pusher.start()  # after the catch-up: never a count lower than the files' own
         app.engine.save_cache()
         settle_heap()
         last_rescan = last_refresh = time.monotonic()
@@ -207,6 +220,8 @@ def serve(config: Config) -> int:
         procs.stop()
         server.shutdown()
         server.server_close()
+        if pusher is not None and ready.is_set():
+            pusher.shutdown()  # one last export
         if spans is not None:
             spans.shutdown()  # sends what is still queued
     return 0
@@ -252,6 +267,44 @@ def _traces(config: Config) -> int:
     where = config.output or "the OTLP endpoint"
     log.info("sent %d spans to %s (%d failed)", counts["exported"], where, counts["failed"])
     return 0 if counts["failed"] == 0 else 1
+
+
+def _pusher(app: App, config: Config) -> Pusher:
+    from ..otlp.push import pusher
+
+    user, state = config.user, config.state_dir
+    return pusher(app.registry, os.environ, user=user, state_dir=state, started=time.time())
+
+
+def _push(config: Config) -> int:
+    """Once: read, send the metrics and the turns not sent yet, exit (1 if either failed)."""
+    from ..otlp.push import metrics_endpoint_configured
+    from ..traces.checkpoint import Checkpoint
+
+    if not metrics_endpoint_configured(os.environ):
+        log.error("no OTLP endpoint: set OTEL_EXPORTER_OTLP_ENDPOINT")
+        return 2
+    spans = None
+    if config.traces:  # every turn the first time (a runner's whole history), then the new ones
+        first = Checkpoint(config.state_dir).since is None
+        backfill = config.backfill if config.backfill is not None or not first else float("inf")
+        spans = Spans(config, os.environ, time.time(), backfill=backfill)
+    app = App(config, process_metrics=False, spans=spans)
+    try:
+        metrics = _pusher(app, config)
+    except ValueError as error:
+        log.error("metrics: %s", error)
+        return 2
+    app.catch_up()
+    sent = metrics.push()
+    metrics.shutdown(final=False)
+    failed = 0
+    if spans is not None:
+        spans.shutdown()
+        failed = spans.exporter.counts["failed"]
+        log.info("pushed %d spans (%d failed)", spans.exporter.counts["exported"], failed)
+    log.info("pushed the metrics: %s", "accepted" if sent else "FAILED")
+    return 0 if sent and failed == 0 else 1
 
 
 class _JsonFormatter(logging.Formatter):
