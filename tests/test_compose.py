@@ -75,7 +75,9 @@ def test_the_validator_catches_mistakes(tmp_path: Path) -> None:
 
 def test_services_ports_and_images(model: dict[str, Any]) -> None:
     services = model["services"]
-    assert set(services) == {
+    base = {name for name, service in services.items() if "profiles" not in service}
+    assert {name for name in services if name not in base} == {"otel-collector"}
+    assert base == {
         "exporter",
         "prometheus",
         "alertmanager",
@@ -88,8 +90,9 @@ def test_services_ports_and_images(model: dict[str, Any]) -> None:
             assert str(port).startswith("127.0.0.1:"), (name, port)
         if name != "exporter":  # built here; the others are pulled, by exact version
             assert re.fullmatch(r"[\w./-]+:v?\d+\.\d+\.\d+", service["image"]), service["image"]
-    ports = {p for s in services.values() for p in s.get("ports", [])}
+    ports = {p for name in base for p in services[name].get("ports", [])}
     assert len(ports) == 7  # exporter, prometheus, alertmanager, grafana, tempo x3
+    assert len({p for s in services.values() for p in s.get("ports", [])}) == 9  # + the Collector
 
 
 def test_prometheus_and_alertmanager_match_the_tested_versions(model: dict[str, Any]) -> None:
@@ -204,3 +207,41 @@ def test_the_lock_pins_every_runtime_dependency_and_ci_tests_those() -> None:
     if Path(sys.prefix).resolve() == (ROOT / ".venv").resolve():  # .ci/run's: it has the lock
         for name, pinned in pins.items():
             assert version(name) == pinned, name
+
+
+def test_the_fleet_profile_forwards_metrics_to_prometheus_and_spans_to_tempo(
+    model: dict[str, Any],
+) -> None:
+    """`--profile fleet`: a pinned Collector (contrib) takes OTLP on 4317/4318 and forwards the
+    metrics to Prometheus' remote-write receiver, the spans to Tempo's OTLP gRPC port; every
+    component its pipelines name is configured; the labels host, user and team come from the
+    resource, as the dashboards and the per-team recording rules expect."""
+    assert compose("--profile", "fleet", "config", "-q").returncode == 0
+    collector = model["services"]["otel-collector"]
+    assert collector["profiles"] == ["fleet"]
+    assert collector["image"].startswith("otel/opentelemetry-collector-contrib:")
+    assert sorted(str(p).split(":")[-1] for p in collector["ports"]) == ["4317/tcp", "4318/tcp"]
+    assert "--web.enable-remote-write-receiver" in model["services"]["prometheus"]["command"]
+    path = ROOT / "dashboards/otel-collector/config.yaml"
+    mounted = f"{path}:/etc/otelcol-contrib/config.yaml:ro"
+    assert collector["volumes"] == [mounted]
+    assert collector["command"] == ["--config=/etc/otelcol-contrib/config.yaml"]
+    config = yaml.safe_load(path.read_text())
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+    assert protocols["http"]["endpoint"] == "0.0.0.0:4318"
+    pipelines = config["service"]["pipelines"]
+    for pipeline in pipelines.values():
+        for kind in ("receivers", "processors", "exporters"):
+            for name in pipeline[kind]:
+                assert name in config[kind], (kind, name)
+    (metrics,) = pipelines["metrics"]["exporters"]
+    assert config["exporters"][metrics]["endpoint"] == "http://prometheus:9090/api/v1/write"
+    (traces,) = pipelines["traces"]["exporters"]
+    tempo = yaml.safe_load((ROOT / "dashboards/tempo/tempo.yml").read_text())
+    grpc = tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+    assert config["exporters"][traces]["endpoint"] == "tempo:" + grpc.rsplit(":", 1)[1]
+    assert pipelines["metrics"]["processors"][0] == "memory_limiter"
+    statements = config["processors"]["transform/labels"]["metric_statements"][0]["statements"]
+    labels = {re.match(r'set\(attributes\["(\w+)"\]', s)[1] for s in statements}  # type: ignore[index]
+    assert labels == {"host", "user", "team"}
