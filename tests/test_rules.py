@@ -48,7 +48,7 @@ def rules() -> list[dict[str, Any]]:
 
 
 def test_there_are_rules_and_tests() -> None:
-    assert {p.name for p in RULES} == {"alerts.yml", "recording.yml"}
+    assert {p.name for p in RULES} == {"alerts.yml", "recording.yml", "fleet.yml"}
     assert RULE_TESTS
 
 
