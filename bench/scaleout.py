@@ -2,6 +2,8 @@
 
     python bench/generate.py --out /tmp/cae-team --claude-sessions 200 --claude-mb 20 --others 1
     python bench/scaleout.py --history /tmp/cae-team --developers 1000 --live 5
+    python bench/generate.py --out /tmp/cae-fleet --claude-sessions 43 --claude-mb 5 --others 0.025
+    python bench/scaleout.py --history /tmp/cae-fleet --developers 100 --teams 10 --live 2
 
 Reads one machine's history (a `bench/generate.py` tree: every agent the generator makes) once
 with `coding-agent-exporter metrics` (the series of one machine, by metric family) and once with
@@ -9,6 +11,11 @@ with `coding-agent-exporter metrics` (the series of one machine, by metric famil
 developers (`--live` live sessions each add their per-session series), samples per second by the
 scrape interval, spans per second by an assumed pace of turns per developer (`--turns-per-hour`,
 at the busiest hour). Measured figures and assumptions are printed apart, with the commands.
+
+Then the fleet (docs/fleet.md): each developer's machine pushes the same series with its own
+`host`, `user` and `team` labels (`--teams` teams of equal size), and the series the per-team
+recording rules of dashboards/prometheus/rules/fleet.yml keep are counted by grouping the
+measured series as each rule's `by (...)` does (its label matchers applied).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+import yaml
 
 HOMES = {
     "claude": "claude",
@@ -67,6 +76,51 @@ def spans_and_turns(lines: str) -> tuple[int, int]:
     return spans, len(traces)
 
 
+ROOT = Path(__file__).resolve().parent.parent
+FLEET_RULES = ROOT / "dashboards" / "prometheus" / "rules" / "fleet.yml"
+_RULE = re.compile(
+    r"(?:sum|count) by \(([^)]*)\) \(\s*(?:rate|increase)?\(?([a-zA-Z_:][a-zA-Z0-9_:]*)"
+    r"(?:\{([^}]*)\})?"
+)
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+")
+
+
+def samples(exposition: str) -> list[tuple[str, dict[str, str]]]:
+    """(series name, labels) of every sample line."""
+    found = []
+    for line in exposition.splitlines():
+        match = _SAMPLE.match(line) if line and not line.startswith("#") else None
+        if match:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+            found.append((match.group(1), labels))
+    return found
+
+
+def rule_series(exposition: str, developers: int, teams: int) -> dict[str, int]:
+    """Series each fleet recording rule keeps when `developers` machines (one user each, in
+    `teams` teams) push what `exposition` holds."""
+    per_machine = samples(exposition)
+    out = {}
+    for group in yaml.safe_load(FLEET_RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            match = _RULE.search(rule["expr"])
+            assert match, rule["expr"]
+            by = [x.strip() for x in match.group(1).split(",")]
+            wanted = dict(re.findall(r'(\w+)="([^"]*)"', match.group(3) or ""))
+            chosen = [
+                labels
+                for name, labels in per_machine
+                if name == match.group(2) and wanted.items() <= labels.items()
+            ]
+            keys = set()
+            for machine in range(developers):
+                own = {"team": f"t{machine % teams}", "user": f"u{machine}", "host": f"h{machine}"}
+                for labels in chosen:
+                    keys.add(tuple((labels | own).get(label, "") for label in by))
+            out[rule["record"]] = len(keys)
+    return out
+
+
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--history", type=Path, default=Path("/tmp/cae-team"))
@@ -74,9 +128,13 @@ def main() -> None:
     args.add_argument("--live", type=int, default=5, help="live sessions per machine")
     args.add_argument("--scrape-interval", type=float, default=15.0, help="seconds")
     args.add_argument("--turns-per-hour", type=float, default=30.0, help="per developer, peak")
+    args.add_argument("--teams", type=int, default=10, help="for the fleet rules")
+    args.add_argument("--label-project", default="path", choices=["path", "basename", "none"])
+    args.add_argument("--push-interval", type=float, default=60.0, help="seconds (OTLP push)")
     ns = args.parse_args()
     with tempfile.TemporaryDirectory(prefix="cae-scaleout-") as tmp:
-        metrics = command(ns.history, Path(tmp) / "m", "metrics")
+        project = ("--label.project", ns.label_project)
+        metrics = command(ns.history, Path(tmp) / "m", "metrics", *project)
         text = subprocess.run(metrics, capture_output=True, text=True, check=True).stdout
         out = Path(tmp) / "spans.jsonl"
         traces = command(ns.history, Path(tmp) / "t", "traces", "--output", str(out))
@@ -108,6 +166,22 @@ def main() -> None:
     print(f"  active series: {machine} per machine x {ns.developers} = {team:,}")
     print(f"  samples/s: {team:,} / {ns.scrape_interval:g} s = {samples:,.0f}")
     print(f"  spans/s at the busiest hour: {rate:,.1f} ({rate * 3600:,.0f} spans an hour)")
+    fleet(text, machine, own, ns)
+
+
+def fleet(text: str, machine: int, own: int, ns: argparse.Namespace) -> None:
+    pushed = machine - own + 1  # `push` leaves the process's own out; target_info is one more
+    team = pushed * ns.developers
+    print(
+        f"fleet: {ns.developers} machines pushing OTLP every {ns.push_interval:g} s, "
+        f"{ns.teams} teams, labels host, user, team"
+    )
+    print(f"  raw series: ({machine - own} + target_info) per machine x {ns.developers} = {team:,}")
+    print(f"  samples/s: {team / ns.push_interval:,.0f}")
+    kept = rule_series(text, ns.developers, ns.teams)
+    print(f"  recording rules ({FLEET_RULES.relative_to(ROOT)}): {sum(kept.values()):,} series")
+    for name, n in kept.items():
+        print(f"    {n:6,} {name}")
 
 
 if __name__ == "__main__":
