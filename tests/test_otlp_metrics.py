@@ -17,12 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
-from prometheus_client import generate_latest
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.otlp.bridge import read
-from exporter.otlp.push import Pusher, pusher
+from exporter.otlp.push import Pusher, pusher, temporalities
 from exporter.otlp.resource import resource
 from exporter.runtime.app import App
 from exporter.runtime.cli import main
@@ -388,3 +393,29 @@ def test_otlp_flags_and_their_variables() -> None:
     assert parse(["push"], environ).command == "push"
     with pytest.raises(SystemExit):
         parse(["serve"], environ | {"CODING_AGENT_EXPORTER_OTLP_METRICS": "maybe"})
+
+
+def test_temporality_preference_and_export_interval_are_read_as_the_sdk_defines_them() -> None:
+    cumulative, delta = AggregationTemporality.CUMULATIVE, AggregationTemporality.DELTA
+    name = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+    assert temporalities({}) == (cumulative, cumulative)
+    assert temporalities({name: "Delta"}) == (delta, delta)
+    assert temporalities({name: "lowmemory"}) == (cumulative, delta)  # counters are observed
+    push = Pusher(
+        CollectorRegistry(),
+        Refusing(),
+        resource({}),
+        {"OTEL_METRIC_EXPORT_INTERVAL": "250"},
+        started=0.0,
+        state_dir=None,
+    )
+    assert (push.interval, push.timeout, push.delta) == (0.25, 30.0, None)
+    with pytest.raises(ValueError, match="OTEL_METRIC_EXPORT_INTERVAL='soon'"):
+        Pusher(
+            CollectorRegistry(),
+            Refusing(),
+            resource({}),
+            {"OTEL_METRIC_EXPORT_INTERVAL": "soon"},
+            started=0.0,
+            state_dir=None,
+        )
