@@ -19,8 +19,9 @@ CONSOLE = "http://127.0.0.1:10464"  # the exporter's default --web.listen-addres
 
 Json = dict[str, Any]
 
-AGENT = 'agent=~"$agent"'
-SCOPE = 'agent=~"$agent",project=~"$project"'
+FLEET = 'host=~"$host",user=~"$user"'  # pushed series' machine and user (docs/fleet.md)
+AGENT = f'agent=~"$agent",{FLEET}'
+SCOPE = f'agent=~"$agent",project=~"$project",{FLEET}'
 TOOL_CALLS = f"coding_agent_tool_calls_total{{{AGENT}}}"
 
 

@@ -449,6 +449,8 @@ def overview() -> Json:
             datasource_variable("datasource", "prometheus", "Prometheus"),
             datasource_variable("tempo", "tempo", "Tempo"),
             query_variable("agent", "Agent", "label_values(coding_agent_sessions, agent)"),
+            query_variable("host", "Host", "label_values(coding_agent_exporter_build_info, host)"),
+            query_variable("user", "User", "label_values(coding_agent_exporter_build_info, user)"),
             query_variable(
                 "project",
                 "Project",
