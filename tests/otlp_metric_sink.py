@@ -75,10 +75,14 @@ def _points(metric: Any) -> list[Point]:
 class MetricSink:
     def __init__(self) -> None:
         self.exports: list[Export] = []
+        self.headers: list[dict[str, str]] = []  # per request, names in lower case
         self._lock = threading.Lock()
 
-    def take(self, request: metrics_service_pb2.ExportMetricsServiceRequest) -> None:
+    def take(
+        self, request: metrics_service_pb2.ExportMetricsServiceRequest, headers: dict[str, str]
+    ) -> None:
         with self._lock:
+            self.headers.append({k.lower(): v for k, v in headers.items()})
             for rm in request.resource_metrics:
                 resource = {a.key: _any(a.value) for a in rm.resource.attributes}
                 points = [p for sm in rm.scope_metrics for m in sm.metrics for p in _points(m)]
@@ -106,7 +110,7 @@ class HttpMetricSink(MetricSink):
                     return
                 request = metrics_service_pb2.ExportMetricsServiceRequest()
                 request.ParseFromString(body)
-                sink.take(request)
+                sink.take(request, dict(self.headers.items()))
                 reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -140,7 +144,7 @@ class GrpcMetricSink(MetricSink, metrics_service_pb2_grpc.MetricsServiceServicer
         request: metrics_service_pb2.ExportMetricsServiceRequest,
         context: grpc.ServicerContext,
     ) -> metrics_service_pb2.ExportMetricsServiceResponse:
-        self.take(request)
+        self.take(request, {str(k): str(v) for k, v in context.invocation_metadata()})
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
     def close(self) -> None:

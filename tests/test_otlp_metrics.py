@@ -209,6 +209,23 @@ def test_push_sends_what_a_scrape_shows(sink: MetricSink, home: Path, tmp_path: 
     assert {p.temporality for p in tokens} == {2} and all(p.monotonic for p in tokens)
 
 
+def test_the_metrics_variables_of_the_sdk_are_honoured(
+    sink: MetricSink, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headers and compression of the metrics (`_METRICS_` over the general ones) reach the
+    receiver as the SDK defines them; the service name is OTEL_SERVICE_NAME."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer general")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "authorization=Bearer team-token")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "agents-of-alice")
+    assert main(_argv(home, tmp_path)) == 0
+    (headers,) = sink.headers
+    assert headers["authorization"] == "Bearer team-token"
+    if isinstance(sink, HttpMetricSink):  # gRPC's compression is below its metadata
+        assert headers["content-encoding"] == "gzip"
+    assert sink.exports[0].resource["service.name"] == "agents-of-alice"
+
+
 def test_the_resource_names_the_machine_the_instance_and_the_user(
     sink: MetricSink, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
