@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
@@ -23,9 +22,7 @@ from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
 from .app import App, Spans
 from .config import Config, endpoint_configured, parse
-
-if TYPE_CHECKING:
-    from ..otlp.push import Pusher
+from .pushing import push, pusher_of
 
 log = logging.getLogger("exporter")
 RESCAN_EVERY = 30.0
@@ -54,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.command == "traces":
         return _traces(config)
     if config.command == "push":
-        return _push(config)
+        return push(config)
     return serve(config)
 
 
@@ -117,7 +114,7 @@ def serve(config: Config) -> int:
     probe = CachedProbe()  # told of every exit below: a scrape probes only new processes
     app = App(config, spans=spans, cache=True, probe=probe)
     try:
-        pusher = _pusher(app, config) if config.otlp_metrics else None
+        pusher = pusher_of(app, config) if config.otlp_metrics else None
     except ValueError as error:
         log.error("metrics: %s", error)
         return 2
@@ -267,44 +264,6 @@ def _traces(config: Config) -> int:
     where = config.output or "the OTLP endpoint"
     log.info("sent %d spans to %s (%d failed)", counts["exported"], where, counts["failed"])
     return 0 if counts["failed"] == 0 else 1
-
-
-def _pusher(app: App, config: Config) -> Pusher:
-    from ..otlp.push import pusher
-
-    user, state = config.user, config.state_dir
-    return pusher(app.registry, os.environ, user=user, state_dir=state, started=time.time())
-
-
-def _push(config: Config) -> int:
-    """Once: read, send the metrics and the turns not sent yet, exit (1 if either failed)."""
-    from ..otlp.push import metrics_endpoint_configured
-    from ..traces.checkpoint import Checkpoint
-
-    if not metrics_endpoint_configured(os.environ):
-        log.error("no OTLP endpoint: set OTEL_EXPORTER_OTLP_ENDPOINT")
-        return 2
-    spans = None
-    if config.traces:  # every turn the first time (a runner's whole history), then the new ones
-        first = Checkpoint(config.state_dir).since is None
-        backfill = config.backfill if config.backfill is not None or not first else float("inf")
-        spans = Spans(config, os.environ, time.time(), backfill=backfill)
-    app = App(config, process_metrics=False, spans=spans)
-    try:
-        metrics = _pusher(app, config)
-    except ValueError as error:
-        log.error("metrics: %s", error)
-        return 2
-    app.catch_up()
-    sent = metrics.push()
-    metrics.shutdown(final=False)
-    failed = 0
-    if spans is not None:
-        spans.shutdown()
-        failed = spans.exporter.counts["failed"]
-        log.info("pushed %d spans (%d failed)", spans.exporter.counts["exported"], failed)
-    log.info("pushed the metrics: %s", "accepted" if sent else "FAILED")
-    return 0 if sent and failed == 0 else 1
 
 
 class _JsonFormatter(logging.Formatter):
