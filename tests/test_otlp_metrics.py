@@ -26,7 +26,7 @@ from opentelemetry.sdk.metrics.export import (
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.otlp.bridge import read
+from exporter.otlp.bridge import Delta, Series, read
 from exporter.otlp.push import Pusher, pusher, temporalities
 from exporter.otlp.resource import resource
 from exporter.runtime.app import App
@@ -436,3 +436,23 @@ def test_temporality_preference_and_export_interval_are_read_as_the_sdk_defines_
             started=0.0,
             state_dir=None,
         )
+
+
+def test_delta_sends_nothing_for_a_count_that_went_down_and_counts_on_from_it(
+    tmp_path: Path,
+) -> None:
+    """An agent deleting old sessions lowers the history counters: the delta sent is 0 (no
+    work), the lower value the new base, and the next increase is counted from it."""
+    labels = (("agent", "claude-code"),)
+
+    def series(value: float) -> list[Series]:
+        return [Series("coding_agent_turns_total", "sum", "", "", {labels: value})]
+
+    delta = Delta(tmp_path, 0)
+    sent = []
+    for value in (10.0, 4.0, 6.0):
+        increases, values = delta.since(series(value))
+        sent.append(increases[0].points[labels])
+        delta.commit(values, int(value))
+    assert sent == [10.0, 0.0, 2.0]
+    assert Delta(tmp_path, 0).sent == delta.sent  # read back by the next start
