@@ -563,3 +563,20 @@ def test_the_console_works_over_tls_with_basic_auth(
         with pytest.raises(sync_api.Error, match="ERR_INVALID_AUTH_CREDENTIALS"):
             context.new_page().goto(f"{secure}/")  # asked for a user, none given
         context.close()
+
+
+def test_a_dashboard_link_that_does_not_know_the_agent_opens_the_session(
+    tmp_path: Path, tab: Any
+) -> None:
+    """Grafana's tables link to `#/session/<agent>/<id>` with the agent they have, which may be
+    none (dashboards/grafana_json.py console_url): the id alone finds the session."""
+    home = home_of(tmp_path, "subagent-foreground")
+    with serve(home, tmp_path) as url:
+        open_console(tab, url, f"#/session//{FOREGROUND}")
+        tab.wait_for_selector("ul.waterfall", timeout=10_000)
+        assert tab.locator("#session-title").inner_text() == (
+            "SCENARIO:agent count the files with an agent"
+        )
+        assert tab.locator(".fact:has(dt:text-is('Agent')) dd").inner_text() == (
+            "claude-code 2.1.332"
+        )

@@ -359,7 +359,7 @@ function route() {
   routed = hash;
   const from = view;
   if (view) view.destroy();
-  const session = /^#\/session\/([^/]+)\/(.+)$/.exec(hash);
+  const session = /^#\/session\/([^/]*)\/(.+)$/.exec(hash); // no agent: the id alone
   if (session) {
     view = sessionView(main, decodeURIComponent(session[1]), decodeURIComponent(session[2]), {
       status,

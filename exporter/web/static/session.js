@@ -404,7 +404,7 @@ export function sessionView(main, agent, id, ctx) {
       turnsLater();
     },
     onRows(rows) {
-      const row = rows.find((r) => r.agent === agent && r.session_id === id);
+      const row = rows.find((r) => r.session_id === id && (!agent || r.agent === agent));
       if (!row) return;
       drawHead(row); // the event carries the whole row
       turnsLater();
