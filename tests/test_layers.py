@@ -18,6 +18,7 @@ ALLOWED = {
     "state": {"events"},
     "prometheus": {"events", "state"},
     "traces": {"events", "state"},
+    "otlp": {"traces"},  # the registry's families, sent like spans (`traces.sdk`'s TLS)
     "web": {"events", "state", "prometheus"},
 }
 """Stage → the stages it may import (besides itself and the package's `__version__`); `runtime`
