@@ -157,7 +157,7 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
     add(
         "--web.listen-address",
         DEFAULT_LISTEN,
-        "Address to serve /metrics and the landing page on.",
+        "Address to serve /metrics, the web console and its /api/ on.",
         type=listen_address,
         metavar="HOST:PORT",
         commands=SERVE,

@@ -8,7 +8,7 @@ from typing import Literal
 
 ProjectMode = Literal["path", "basename", "none"]
 STATES = ("needs_user", "running", "background", "idle", "unknown")
-"""Live states, in the order the landing page and `sessions` sort them: needs_user first."""
+"""Live states, in the order the console and `sessions` sort them: needs_user first."""
 _STATUS = {"busy": "running", "waiting": "needs_user", "shell": "background", "idle": "idle"}
 
 

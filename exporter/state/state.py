@@ -2,7 +2,7 @@
 
 `State.apply(agent, event)` is called by the reading loop; `State.refresh(now, probe)` decides
 which sessions are live and closes the work of sessions whose process is gone; views (metrics,
-`sessions`, the landing page) read under `State.lock`. Totals are tallies keyed by label values,
+`sessions`, the console) read under `State.lock`. Totals are tallies keyed by label values,
 kept apart from the sessions so they only ever grow (Prometheus counters) and come out the same
 after a restart, because they are rebuilt from the same files.
 

@@ -1,3 +1,4 @@
-"""The HTTP side: `server` serves /metrics, the landing page and the probes (`webconfig`: TLS
-and basic auth); `views` turns sessions into the rows of that page and of the `sessions` command.
+"""The HTTP side: `server` serves /metrics, the console (`static/`), its JSON (`api`), the rows
+that change (`live`) and the probes (`webconfig`: TLS and basic auth); `views` turns sessions
+into the rows of the console and of the `sessions` command; `notify` is Alertmanager's webhook.
 """

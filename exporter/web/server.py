@@ -1,4 +1,4 @@
-"""The HTTP side: /metrics (Prometheus text, OpenMetrics when asked), a landing page and probes.
+"""The HTTP side: /metrics (Prometheus text, OpenMetrics when asked), the console, its API, probes.
 
 /metrics (or --web.telemetry-path)   the scrape, built fresh from state each time
 /                                    the console: a page of the package's `static` folder
