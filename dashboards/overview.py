@@ -93,66 +93,22 @@ def now_row() -> Items:
             4,
         ),
         (
-            table(
+            _sessions_table(
                 "Needs you",
                 "Sessions waiting for you, longest first. Click a session for its state "
                 "timeline and its turns as traces.",
-                [
-                    prom(
-                        f"sort_desc(agent_session:coding_agent_needs_user:seconds{{{SCOPE}}})",
-                        table=True,
-                    )
-                ],
-                transformations=[
-                    organize(
-                        {
-                            "agent": "agent",
-                            "project": "project",
-                            "session_id": "session",
-                            "reason": "reason",
-                            "Value": "waiting for",
-                        }
-                    )
-                ],
-                fieldConfig={
-                    "defaults": {"unit": "short", "noValue": "nobody waits for you"},
-                    "overrides": [
-                        override("waiting for", ("unit", "s")),
-                        override("session", session_links("session_id")),
-                    ],
-                },
+                "agent_session:coding_agent_needs_user:seconds",
+                ("reason", "waiting for", "nobody waits for you"),
             ),
             12,
             7,
         ),
         (
-            table(
+            _sessions_table(
                 "Live sessions",
                 "Every live session, its state and how long since it last wrote anything.",
-                [
-                    prom(
-                        f"sort_desc(agent_session:coding_agent_inactive:seconds{{{SCOPE}}})",
-                        table=True,
-                    )
-                ],
-                transformations=[
-                    organize(
-                        {
-                            "agent": "agent",
-                            "project": "project",
-                            "session_id": "session",
-                            "state": "state",
-                            "Value": "quiet for",
-                        }
-                    )
-                ],
-                fieldConfig={
-                    "defaults": {"unit": "short", "noValue": "no live session"},
-                    "overrides": [
-                        override("quiet for", ("unit", "s")),
-                        override("session", session_links("session_id")),
-                    ],
-                },
+                "agent_session:coding_agent_inactive:seconds",
+                ("state", "quiet for", "no live session"),
             ),
             12,
             7,
@@ -458,4 +414,34 @@ def overview() -> Json:
             ),
         ],
         layout(items),
+    )
+
+
+def _sessions_table(title: str, description: str, rule: str, columns: tuple[str, str, str]) -> Json:
+    """A table of live sessions from a per-session recording rule, longest first: its label
+    column, its value (seconds) and what it says when there is no row; each session links to
+    its Session dashboard and the console."""
+    label, value, empty = columns
+    return table(
+        title,
+        description,
+        [prom(f"sort_desc({rule}{{{SCOPE}}})", table=True)],
+        transformations=[
+            organize(
+                {
+                    "agent": "agent",
+                    "project": "project",
+                    "session_id": "session",
+                    label: label,
+                    "Value": value,
+                }
+            )
+        ],
+        fieldConfig={
+            "defaults": {"unit": "short", "noValue": empty},
+            "overrides": [
+                override(value, ("unit", "s")),
+                override("session", session_links("session_id")),
+            ],
+        },
     )

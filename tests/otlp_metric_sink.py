@@ -5,15 +5,16 @@ advance (an endpoint that is down until then)."""
 
 from __future__ import annotations
 
-import gzip
 import threading
 from concurrent import futures
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+
+from .otlp_sink import otlp_handler
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -97,31 +98,10 @@ class MetricSink:
 class HttpMetricSink(MetricSink):
     def __init__(self, port: int = 0) -> None:
         super().__init__()
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                if self.path != "/v1/metrics":
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                request = metrics_service_pb2.ExportMetricsServiceRequest()
-                request.ParseFromString(body)
-                sink.take(request, dict(self.headers.items()))
-                reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
+        request = metrics_service_pb2.ExportMetricsServiceRequest
+        handler = otlp_handler(self.take, request, reply, "/v1/metrics")
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import ssl
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,30 +69,45 @@ class Sink:
                         )
 
 
+def otlp_handler(
+    take: Callable[[Any, dict[str, str]], None],
+    request_type: Callable[[], Any],
+    reply: bytes,
+    path: str | None = None,
+) -> type[BaseHTTPRequestHandler]:
+    """An OTLP/HTTP protobuf endpoint: each POST (gzip or not) decoded as `request_type` and
+    handed to `take` with its headers, answered with `reply`; other paths 404 when `path`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            if path is not None and self.path != path:
+                self.send_response(404)
+                self.end_headers()
+                return
+            request = request_type()
+            request.ParseFromString(body)
+            take(request, dict(self.headers.items()))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
 class HttpSink(Sink):
     def __init__(self, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         super().__init__()
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                request = trace_service_pb2.ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                sink.take(request, dict(self.headers.items()))
-                reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+        handler = otlp_handler(self.take, trace_service_pb2.ExportTraceServiceRequest, reply)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         scheme = "http"
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)

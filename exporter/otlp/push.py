@@ -72,22 +72,15 @@ def temporalities(environ: Mapping[str, str]) -> tuple[AggregationTemporality, .
 
 
 def metric_exporter(environ: Mapping[str, str]) -> MetricExporter:
-    protocol = (
-        environ.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
-        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    if protocol == "grpc":
+    from ..traces.sdk import KeepsItsCA, otlp_protocol
+
+    if otlp_protocol(environ, "METRICS") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         return OTLPMetricExporter()
-    if protocol != "http/protobuf":
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use grpc or http/protobuf")
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HTTPMetricExporter,
     )
-
-    from ..traces.sdk import KeepsItsCA
 
     return HTTPMetricExporter(session=KeepsItsCA())
 

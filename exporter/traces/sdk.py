@@ -152,18 +152,23 @@ def _hex_ids(value: Any) -> Any:
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
 
+def otlp_protocol(environ: Mapping[str, str], signal: str) -> str:
+    """`grpc` or `http/protobuf` (the default), from OTEL_EXPORTER_OTLP_<SIGNAL>_PROTOCOL or else
+    OTEL_EXPORTER_OTLP_PROTOCOL; `ValueError` naming the variable for any other value."""
+    for name in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = environ.get(name)
+        if protocol:
+            if protocol not in ("grpc", "http/protobuf"):
+                raise ValueError(f"{name}={protocol!r}: use grpc or http/protobuf")
+            return protocol
+    return "http/protobuf"
+
+
 def otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
-    protocol = (
-        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    if protocol == "grpc":
+    if otlp_protocol(environ, "TRACES") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()
-    if protocol != "http/protobuf":
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use grpc or http/protobuf")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HTTPSpanExporter,
     )
