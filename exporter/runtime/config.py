@@ -303,13 +303,17 @@ def _parser(
     common, known = _flags(environ)
     top = Parser(
         prog="coding-agent-exporter",
-        description="Prometheus metrics (and the state of live sessions) from the session files "
-        "that AI coding agents write on this machine. Read-only: agent files are never written.",
+        description="Prometheus metrics, OpenTelemetry traces and a live web console of the "
+        "sessions that AI coding agents run on this machine, from the files they write. "
+        "Read-only: agent files are never written.",
         epilog="examples:\n"
-        "  coding-agent-exporter               # serve http://127.0.0.1:10464/metrics\n"
+        "  coding-agent-exporter               # serve the console at http://127.0.0.1:10464/\n"
+        "                                      #   and the metrics at /metrics\n"
         "  coding-agent-exporter sessions      # live sessions, waiting-for-you first\n"
         "  coding-agent-exporter sessions --all --json\n"
         "  coding-agent-exporter metrics       # print one scrape and exit\n"
+        "  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 coding-agent-exporter push\n"
+        "                                      # a CI job's last step: metrics and new turns\n"
         "Run `coding-agent-exporter serve --help` for every flag and its environment variable.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
