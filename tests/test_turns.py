@@ -86,7 +86,7 @@ def test_the_sub_agent_turn_is_the_work_the_stub_served() -> None:
     assert all(s["end_ms"] >= s["start_ms"] for t in found["turns"] for s in t["spans"])
 
 
-def open_turn(tmp_path: Path) -> tuple[Path, str]:
+def open_turn(tmp_path: Path, **status: object) -> tuple[Path, str]:
     """The sub-agent scenario cut just after the lead called its Agent tool, with a live index
     entry of a running Claude Code (pid 4242) for it."""
     home = tmp_path / "claude"
@@ -95,7 +95,8 @@ def open_turn(tmp_path: Path) -> tuple[Path, str]:
     (journal,) = home.glob(f"projects/*/{session_id}.jsonl")
     journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:20]))
     entry = {"pid": 4242, "sessionId": session_id, "cwd": "/home/user/work/shop-api",
-             "startedAt": 0, "kind": "interactive", "status": "busy", "updatedAt": 0}  # fmt: skip
+             "startedAt": 0, "kind": "interactive", "status": "busy", "updatedAt": 0,
+             **status}  # fmt: skip
     (home / "sessions").mkdir()
     (home / "sessions" / "4242.json").write_text(json.dumps(entry))
     return home, session_id
@@ -110,6 +111,24 @@ def test_a_live_session_s_open_turn_is_running(tmp_path: Path) -> None:
     assert turn["outcome"] == "running" and turn["end_ms"] == NOW * 1000
     names = [s["name"] for s in turn["spans"]]
     assert names[0] == "invoke_agent claude-code" and "execute_tool Agent" in names
+
+
+def test_a_wait_for_the_user_under_way_is_drawn_under_the_blocked_call(tmp_path: Path) -> None:
+    home, session_id = open_turn(
+        tmp_path,
+        status="waiting",
+        waitingFor="permission prompt",
+        statusUpdatedAt=1_796_000_000_000,
+    )
+    app = app_for(home, alive=frozenset({4242}))
+    found = Replays(app, clock=lambda: NOW).turns("claude-code", session_id, 50)
+    assert found is not None
+    (turn,) = found["turns"]
+    spans = {s["span_id"]: s for s in turn["spans"]}
+    (wait,) = [s for s in turn["spans"] if s["operation"] == "wait"]
+    assert wait["name"] == "wait permission prompt"
+    assert spans[wait["parent_id"]]["name"] == "execute_tool Agent"
+    assert (wait["start_ms"], wait["end_ms"]) == (1_796_000_000_000.0, NOW * 1000)
 
 
 def test_a_replay_is_kept_until_a_file_changes(tmp_path: Path) -> None:

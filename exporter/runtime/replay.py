@@ -6,8 +6,10 @@ noted each file's sessions as it read them: `Session.files`), with a reader, sta
 writer of its own whose spans stay in memory (`traces.sdk.recording`): the same code as an
 export, so the same trees, ids and times. The live state's view of the session is carried
 over: a live session gets its live-index entry (its turns still open are drawn `running`,
-their open work ended at the moment of the replay); any other has its open work ended as a
-refresh with no process would end it. A replay is kept (`KEEP` of them) until one of the files
+their open work ended at the moment of the replay, a wait for the user under way as the `wait`
+span it will be); any other has its open work ended as a refresh with no process would end it.
+Waits that are over are not in any file (a live index holds only its present status): only the
+traces sent while they happened have them. A replay is kept (`KEEP` of them) until one of the files
 changes or the session's live entry does; replays run one at a time, so a burst of requests
 costs one reading of the files.
 """
@@ -81,6 +83,10 @@ class Replays:
             if entry is not None:  # what the live state knows of its process
                 state.apply(agent, entry)
             state.refresh(now, _alive(entry, now))
+            if entry is not None and entry.status == "waiting":  # drawn as it would be sent
+                since = entry.status_at if entry.status_at is not None else now
+                session = state.session(agent, session_id)
+                writer.waited(session, entry.reason or "input", since, max(since, now))
             running = writer.send_open(now)
         kept = finished()
         return {
