@@ -450,6 +450,27 @@ def test_a_live_turn_is_drawn_running_then_redrawn_when_it_ends_with_its_failed_
         assert failed.count() == 1 and "error" in failed.inner_text()
 
 
+def test_a_wait_for_you_under_way_is_drawn_under_the_blocked_tool_call(
+    tmp_path: Path, tab: Any, stand_ins: list[subprocess.Popen[bytes]]
+) -> None:
+    """print-two-tools cut after its first tool call (no result yet) while its live index says
+    it waits on a permission prompt: the running turn shows the wait under that call."""
+    home = home_of(tmp_path, "print-two-tools")
+    (path,) = home.glob(f"projects/*/{TWO_TOOLS}.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"type":"tool_use","id"' in line) + 1
+    path.write_text("".join(lines[:cut]))
+    agent = stand_in(stand_ins)
+    write_index(home, agent, TWO_TOOLS, status="waiting", waitingFor="permission prompt")
+    with serve(home, tmp_path) as url:
+        open_console(tab, url, f"#/session/claude-code/{TWO_TOOLS}")
+        wait = tab.wait_for_selector("li.span[data-operation='wait']", timeout=10_000)
+        assert wait.get_attribute("data-name") == "wait permission prompt"
+        parent = wait.evaluate("n => n.parentElement.closest('li.span').dataset.name")
+        assert parent == "execute_tool Bash"
+        assert tab.locator("details.turn[data-outcome='running']").count() == 1
+
+
 CONTRAST = """() => {
   const rgb = (text) => (text.match(/[\\d.]+/g) || []).map(Number);
   const lum = ([r, g, b]) => [r, g, b].map((c) => c / 255)
