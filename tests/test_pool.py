@@ -47,6 +47,21 @@ def test_workers_give_the_exposition_of_one_process(scenario: Path) -> None:
     assert handed  # the workers did read files: this was not one process again
 
 
+@pytest.mark.parametrize("scenario", PARALLEL_SCENARIOS[::3], ids=scenario_id)
+def test_workers_note_each_session_s_files_as_one_process_does(scenario: Path) -> None:
+    """What a session's turns are replayed from (`runtime.replay`) when workers read them."""
+
+    def files(result: App) -> dict[tuple[str, str], list[str]]:
+        result.catch_up()
+        return {k: sorted(s.file_names) for k, s in result.state.sessions.items() if s.counted}
+
+    one = files(app(scenario / "home", workers=0))
+    parallel = app(scenario / "home", workers=2)
+    handed = adopted(parallel)
+    assert files(parallel) == one and all(one.values())
+    assert handed
+
+
 @pytest.mark.parametrize("scenario", PARALLEL_SCENARIOS[::5], ids=scenario_id)
 def test_workers_read_large_files_in_pieces_to_the_same_exposition(
     scenario: Path, monkeypatch: pytest.MonkeyPatch
