@@ -69,6 +69,20 @@ def test_a_restart_over_the_same_files_gives_the_same_exposition(
     assert generate_latest(warm.registry).decode() == cold
 
 
+def test_a_warm_start_knows_each_session_s_files_as_the_names_of_its_sleeping_files(
+    tmp_path: Path,
+) -> None:
+    """What a session's turns are replayed from, kept by the cache: the same strings as the
+    sleeping files' names (no second copy of every path)."""
+    home = FIXTURES / "claude-code" / "2.1.332" / "subagent-foreground" / "home"
+    cold = app(home, tmp_path)
+    warm = app(home, tmp_path)
+    files = {k: s.file_names for k, s in warm.state.sessions.items() if s.counted}
+    assert files == {k: s.file_names for k, s in cold.state.sessions.items() if s.counted}
+    names = {id(name) for name in warm.engine._sleepers.names}
+    assert all(id(f) in names for fs in files.values() for f in fs) and names
+
+
 def copy_interactive(tmp_path: Path) -> tuple[Path, Path, bytes]:
     home = tmp_path / "claude"
     shutil.copytree(INTERACTIVE, home)
