@@ -45,6 +45,20 @@ def test_append(log: Path) -> None:
     assert tail.read() == TailResult([], False, 0, None, 0)
 
 
+def test_started_near_the_end_reads_the_last_whole_lines_then_appends(log: Path) -> None:
+    append(log, b'{"a":1}\n{"b":2}\n{"c":3}\n')  # 24 bytes
+    tail = JsonlTail(log)
+    assert tail.start_near_end(12) == 12  # from byte 12, inside {"b":2}: its rest skipped
+    first = tail.read()
+    assert texts(first) == [b'{"c":3}'] and first.lines[0].offset == 16
+    assert first.oversized == 0 and not first.reset
+    append(log, b'{"d":4}\n')
+    assert texts(tail.read()) == [b'{"d":4}']
+    assert tail.start_near_end(1) == 0  # once read, it stays where it is
+    whole = JsonlTail(log)
+    assert whole.start_near_end(1000) == 0 and len(whole.read().lines) == 4
+
+
 def test_unchanged_file_not_opened(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     append(log, b'{"a":1}\n')
     tail = JsonlTail(log)

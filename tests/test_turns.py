@@ -147,6 +147,24 @@ def test_a_replay_is_kept_until_a_file_changes(tmp_path: Path) -> None:
     assert after["total"] == 2
 
 
+def test_a_long_file_is_replayed_from_its_last_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last turns of a session too long to replay whole, and how much was left out."""
+    from exporter.runtime import replay
+
+    home = FIXTURES / "claude-code" / "2.1.332" / "interactive" / "home"
+    app = app_for(home)
+    (key,) = [k for k, s in app.state.sessions.items() if s.counted]
+    whole = Replays(app, clock=lambda: NOW).turns(*key, 50)
+    (journal,) = app.state.sessions[key].file_names
+    size = Path(journal).stat().st_size
+    monkeypatch.setattr(replay, "LAST_BYTES", size // 3)
+    cut = Replays(app, clock=lambda: NOW).turns(*key, 50)
+    assert whole is not None and cut is not None and whole["skipped_bytes"] == 0
+    assert cut["skipped_bytes"] == size - size // 3
+    assert 0 < len(cut["turns"]) < len(whole["turns"])
+    assert cut["turns"][-1] == whole["turns"][-1]  # the last turn, whole
+
+
 def test_a_session_unknown_or_only_named_is_none() -> None:
     replays = Replays(app_for(SUBAGENT / "home"), clock=lambda: NOW)
     assert replays.turns("claude-code", "no-such-session", 50) is None

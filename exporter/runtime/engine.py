@@ -210,12 +210,19 @@ class Engine:
             if source.held is not None:
                 self._apply(source, source.held.probe(changed))
 
-    def read_files(self, names: Iterable[str]) -> None:
+    def read_files(self, names: Iterable[str], last_bytes: int | None = None) -> int:
         """Read these files of the homes once, in the catch-up's order (a session's files,
-        replayed: `replay`); one outside every home is left alone."""
+        replayed: `replay`), a JSONL file longer than `last_bytes` from the first line of its
+        last `last_bytes`; one outside every home is left alone. The bytes left out."""
         found = [(name, source) for name in names if (source := self._source_of(Path(name)))]
+        skipped = 0
         for name, source in sorted(found, key=_order):
+            if last_bytes is not None and name not in self._files:
+                entry = self._open(name, source)
+                if entry is not None and isinstance(entry.tail, JsonlTail):
+                    skipped += entry.tail.start_near_end(last_bytes)
             self._read(name, source)
+        return skipped
 
     def rescan(self) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches

@@ -33,6 +33,10 @@ from .engine import Engine, Source
 
 KEEP = 8
 """Replays kept, by session and the state of its files."""
+LAST_BYTES = 16 * 1024 * 1024
+"""A file longer than this is replayed from the first line of its last this many bytes: a
+long session's last turns in about a second, not all of them in a minute (the turns before
+are left out, `skipped_bytes`; the first one read may lack its start)."""
 TRACES = 500
 """Turns kept of one replay (the console asks for at most this many)."""
 
@@ -77,7 +81,7 @@ class Replays:
         found = config.settings[agent]
         source = Source(make(agent, found, PROBES), found.home)
         engine = Engine([source], state, Stats(), None, 0)
-        engine.read_files(_with_context(source, files))
+        skipped = engine.read_files(_with_context(source, files), LAST_BYTES)
         now = self.clock()
         with state.lock:
             if entry is not None:  # what the live state knows of its process
@@ -94,6 +98,7 @@ class Replays:
             "session_id": session_id,
             "total": kept.turns[session_id],
             "files": len(files),
+            "skipped_bytes": skipped,
             "replayed_ms": round((time.monotonic() - started) * 1000, 1),
             "turns": turns(kept.kept.values(), session_id, running),
         }

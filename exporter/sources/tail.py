@@ -169,6 +169,20 @@ class JsonlTail:
         self._ident, self._head, self._seam, self._mtime_ns = rest
         self._limit = READ_LIMIT
 
+    def start_near_end(self, keep: int) -> int:
+        """Before the first read: begin at the first line of the file's last `keep` bytes (a
+        replay of a long session, `runtime.replay`); the bytes left out before it."""
+        if self._ident is not None:
+            return 0
+        try:
+            size = os.stat(self.file).st_size
+        except OSError:
+            return 0
+        if size <= keep:
+            return 0
+        self._offset, self._discarding = size - keep, True  # the rest of a line is skipped
+        return size - keep
+
     def read(self) -> TailResult:
         """Return all complete lines appended since the last call."""
         try:
