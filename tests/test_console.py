@@ -471,6 +471,28 @@ def test_a_wait_for_you_under_way_is_drawn_under_the_blocked_tool_call(
         assert tab.locator("details.turn[data-outcome='running']").count() == 1
 
 
+def test_a_session_too_long_to_replay_whole_says_its_earlier_turns_are_left_out(
+    tmp_path: Path, tab: Any
+) -> None:
+    """A journal past the replay's 16 MiB (the recorded print-two-tools turn again and again
+    under fresh ids): its last turns are drawn, and the page says the earlier ones are not."""
+    home = home_of(tmp_path, "print-two-tools")
+    (path,) = home.glob(f"projects/*/{TWO_TOOLS}.jsonl")
+    turn = path.read_bytes()
+    with path.open("wb") as out:
+        n = 0
+        while out.tell() < 17 * 1024 * 1024:
+            copy = turn.replace(b"msg_stub_", f"msg_{n:07d}_".encode())
+            copy = re.sub(rb'"(uuid|parentUuid)":"[0-9a-f]{8}', rb'"\1":"%08x' % n, copy)
+            out.write(copy.replace(b"toolu_stub_", f"toolu_{n:07d}_".encode()))
+            n += 1
+    with serve(home, tmp_path) as url:
+        open_console(tab, url, f"#/session/claude-code/{TWO_TOOLS}")
+        note = tab.wait_for_selector("p.skipped", timeout=30_000)
+        assert "Earlier turns are left out" in note.inner_text()
+        assert tab.locator("details.turn").count() == 50  # the last 50 of those read
+
+
 CONTRAST = """() => {
   const rgb = (text) => (text.match(/[\\d.]+/g) || []).map(Number);
   const lum = ([r, g, b]) => [r, g, b].map((c) => c / 255)

@@ -307,6 +307,14 @@ function turnsSection(doc, more) {
     "section",
     { class: "turns", "aria-labelledby": "h-turns" },
     el("h3", { id: "h-turns" }, `Turns${note}`),
+    doc.skipped_bytes
+      ? el(
+          "p",
+          { class: "muted skipped" },
+          `Earlier turns are left out: this session's files are long, and only their last 16 MiB ` +
+            `were read (${whole(Math.round(doc.skipped_bytes / 1e6))} MB before them were not).`,
+        )
+      : null,
     older,
     turns.length ? null : el("p", { class: "muted" }, "No turns read yet."),
     ...turns.map((turn, i) => turnSection(turn, first + i, total)),
