@@ -32,13 +32,14 @@ SUBAGENT = FIXTURES / "claude-code" / "2.1.332" / "subagent-foreground"
 
 def exported(home: Path, app: App) -> dict[str, list[dict[str, Any]]]:
     """What `traces --since all` makes of the whole home, as the console's turns per session."""
-    tracer, finished = recording(100_000)
+    tracer, kept = recording(100_000)
     writer = SpanWriter(tracer, app.config.project, since=0.0)
     state = State(observer=writer)
     Engine([source_for(home)], state, Stats()).catch_up()
     state.refresh(NOW, lambda pid: None)  # every recorded process is gone: all work ends
-    traces = finished().kept.values()
-    return {sid: turns(traces, sid, ()) for (_, sid), s in state.sessions.items() if s.counted}
+    assert not writer.unsent()
+    traces = kept.kept.values()
+    return {sid: turns(traces, (), sid) for (_, sid), s in state.sessions.items() if s.counted}
 
 
 def test_a_replay_is_what_traces_export(scenario: Path) -> None:
@@ -163,6 +164,41 @@ def test_a_long_file_is_replayed_from_its_last_bytes(monkeypatch: pytest.MonkeyP
     assert cut["skipped_bytes"] == size - size // 3
     assert 0 < len(cut["turns"]) < len(whole["turns"])
     assert cut["turns"][-1] == whole["turns"][-1]  # the last turn, whole
+
+
+def test_a_replay_asked_again_reads_only_what_was_appended(tmp_path: Path) -> None:
+    home, session_id = open_turn(tmp_path)
+    app = app_for(home, alive=frozenset({4242}))
+    replays = Replays(app, clock=lambda: NOW)
+    assert replays.turns("claude-code", session_id, 50) is not None
+    (journal,) = home.glob(f"projects/*/{session_id}.jsonl")
+    before = journal.stat().st_size
+    whole = (SUBAGENT / "home" / journal.relative_to(home)).read_bytes()
+    journal.write_bytes(whole)  # the same lines, and the rest after them
+    app.changed([journal])
+    read = replays._kept[("claude-code", session_id)].engine.stats.bytes_read
+    already = read["claude-code"]
+    after = replays.turns("claude-code", session_id, 50)
+    assert read["claude-code"] - already == len(whole) - before  # the new bytes alone
+    assert after is not None and [t["outcome"] for t in after["turns"]] == ["completed"] * 2
+
+
+def test_a_file_written_again_is_replayed_from_its_start(tmp_path: Path) -> None:
+    home, session_id = open_turn(tmp_path)
+    app = app_for(home, alive=frozenset({4242}))
+    replays = Replays(app, clock=lambda: NOW)
+    first = replays.turns("claude-code", session_id, 50)
+    (journal,) = home.glob(f"projects/*/{session_id}.jsonl")
+    lines = journal.read_text().splitlines(keepends=True)
+    prompt = next(i for i, line in enumerate(lines) if '"type":"user"' in line)
+    journal.write_text("".join(lines[: prompt + 1]))  # shorter: written again, no reply yet
+    app.changed([journal])
+    again = replays.turns("claude-code", session_id, 50)
+    fresh = Replays(app, clock=lambda: NOW).turns("claude-code", session_id, 50)
+    assert first is not None and again is not None and fresh is not None
+    assert {**again, "replayed_ms": 0} == {**fresh, "replayed_ms": 0} != {**first, "replayed_ms": 0}
+    lead = [s for s in again["turns"][0]["spans"] if s["parent_id"] is None or "Agent" in s["name"]]
+    assert [s["name"] for s in lead] == ["invoke_agent claude-code"]  # no call, no reply yet
 
 
 def test_a_session_unknown_or_only_named_is_none() -> None:

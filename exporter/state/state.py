@@ -181,6 +181,10 @@ class State:
         )
         self.recent = OrderedDict(((s.agent, s.session_id), None) for s in reversed(latest))
 
+    def waiting(self, key: tuple[str, str]) -> tuple[str, float] | None:
+        """Why and since when the live session waits for the user, while it does."""
+        return self._waiting.get(key)
+
     def take_touched(self) -> set[tuple[str, str]]:
         """The sessions events were applied to since the last call (for `web.live`)."""
         touched, self.touched = self.touched, set()

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -307,14 +307,8 @@ class Recent(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def recording(traces: int) -> tuple[trace.Tracer, Callable[[], Recent]]:
-    """A tracer whose spans stay in memory (those of the last `traces` traces), and what gives
-    them once every one ended (the console's replay of a session). Nothing is sent anywhere."""
+def recording(traces: int) -> tuple[trace.Tracer, Recent]:
+    """A tracer whose spans stay in memory as they end (those of the last `traces` traces):
+    the console's replay of a session (`runtime.replay`). Nothing is sent anywhere."""
     kept = Recent(traces)
-    provider = tracer_provider({}, kept, batch=False)
-
-    def finished() -> Recent:
-        provider.shutdown()
-        return kept
-
-    return tracer(provider), finished
+    return tracer(tracer_provider({}, kept, batch=False)), kept

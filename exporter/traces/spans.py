@@ -134,19 +134,6 @@ class SpanWriter(SubagentSpans):
         for trace_id in [t for t, tree in self._trees.items() if tree.complete]:
             self._send(self._trees.pop(trace_id))
 
-    def send_open(self, now: float) -> set[int]:
-        """Send every turn not sent yet as it stands, work still open ended at `now`; the trace
-        ids of those that had not ended (outcome `running`). For a view of turns in progress
-        (the console's replay of a session), never for an export: the spans end early."""
-        running = set()
-        for trace_id in list(self._trees):
-            tree = self._trees.pop(trace_id)
-            if tree.ended_at is None:
-                tree.ended_at, tree.outcome = max(now, tree.start), "running"
-                running.add(trace_id)
-            self._send(tree)
-        return running
-
     def _begin(self, session: Session, record_id: str, at: float, trigger: str) -> Tree | None:
         key = (session.agent, session.session_id)
         trace_id = ids.turn_trace(*key, record_id)
@@ -330,21 +317,30 @@ class SpanWriter(SubagentSpans):
         self._end(self._trees.get(span.get_span_context().trace_id), span, at)
 
     def waited(self, session: Session, reason: str, start: float, end: float) -> None:
+        found = self.wait_under_way(session, reason, start)
+        if found is None:
+            return
+        parent, span_id, name, attributes = found
+        span = self._start(name, parent, parent.trace_id, span_id, start, attributes)
+        self._end(self._trees.get(parent.trace_id), span, end, start)
+
+    def wait_under_way(
+        self, session: Session, reason: str, start: float
+    ) -> tuple[SpanContext, int, str, dict[str, str]] | None:
+        """Where the span of a wait for the user that began at `start` goes (its parent: the
+        lead's open tool call, else its turn), its id, name and attributes; None: nowhere."""
         open_tools = [c for c, t in session.open_tools.items() if t.subagent is None]
         known = self._tool_contexts.get(open_tools[-1]) if open_tools else None
         turn = self._turns.get((session.agent, session.session_id))
         parent = known[0] if known else (turn.context if turn is not None else None)
         if parent is None:
-            return
-        span = self._start(
-            f"wait {reason}",
-            parent,
-            parent.trace_id,
-            ids.derive(8, "wait", session.session_id, str(start)),
-            start,
-            {sc.WAIT_REASON: reason},
-        )
-        self._end(self._trees.get(parent.trace_id), span, end, start)
+            return None
+        span_id = ids.derive(8, "wait", session.session_id, str(start))
+        return parent, span_id, f"wait {reason}", {sc.WAIT_REASON: reason}
+
+    def unsent(self) -> list[Tree]:
+        """The turns read and not sent yet: under way, or waiting for their sub-agents."""
+        return list(self._trees.values())
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ class Tree:
     def send(self, capture: bool) -> list[str]:
         """End every span (the root last), the invoke_agent ones with the usage of the chats
         beneath them; the response ids of its chats."""
-        sums: dict[int, Usage] = {}
+        sums = self.sums()
         for chat in self.chats.values():
             if capture and chat.text:
                 chat.span.set_attribute(
@@ -116,25 +116,51 @@ class Tree:
                 )
             chat.span.set_attributes(usage_attributes(chat.usage))
             chat.span.end(ns(chat.end))
-            owner: int | None = chat.owner
-            while owner is not None:
-                sums[owner] = sums.get(owner, ZERO).plus(chat.usage)
-                owner = self.invokes.get(owner)
         end = self.ended_at if self.ended_at is not None else self.start
-        root_id = self.context.span_id
-        for span_id, (span, start, at) in self.ends.items():
+        for span_id, (span, at) in self._ends(end).items():
             if span_id in self.invokes:
                 span.set_attributes(usage_attributes(sums.get(span_id, ZERO)))
-            span.end(ns(at if at is not None else max(end, start)))  # still open: the turn's end
+            span.end(ns(at))
         root = self.root
         if self.model:
             root.set_attribute(sc.REQUEST_MODEL, self.model)
-        root.set_attributes(usage_attributes(sums.get(root_id, ZERO)))
+        root.set_attributes(usage_attributes(sums.get(self.context.span_id, ZERO)))
         root.set_attribute(sc.TURN_OUTCOME, self.outcome or "interrupted")
         if self.outcome == "failed":
             root.set_status(Status(StatusCode.ERROR, "the turn ended in an API error"))
         root.end(ns(end))  # the checkpoint notes the turn when this span is sent
         return list(self.chats)
+
+    def sums(self) -> dict[int, Usage]:
+        """Each invoke_agent span's usage (the root's too): the sum of the chats beneath it."""
+        sums: dict[int, Usage] = {}
+        for chat in self.chats.values():
+            owner: int | None = chat.owner
+            while owner is not None:
+                sums[owner] = sums.get(owner, ZERO).plus(chat.usage)
+                owner = self.invokes.get(owner)
+        return sums
+
+    def _ends(self, end: float) -> dict[int, tuple[Span, float]]:
+        """Its spans but the root and the chats, each with its end: still open, the turn's."""
+        return {
+            span_id: (span, at if at is not None else max(end, start))
+            for span_id, (span, start, at) in self.ends.items()
+        }
+
+    def parts(self, now: float) -> list[tuple[Span, float, Usage | None]]:
+        """Its spans as they stand, none ended (a view of a turn under way): each with its end
+        (work still open: `now`, or the turn's end) and, for a chat or an invoke_agent span,
+        its usage; the root first."""
+        sums = self.sums()
+        end = self.ended_at if self.ended_at is not None else now
+        found: list[tuple[Span, float, Usage | None]] = [
+            (self.root, end, sums.get(self.context.span_id, ZERO))
+        ]
+        found += [(c.span, c.end, c.usage) for c in self.chats.values()]
+        for span_id, (span, at) in self._ends(end).items():
+            found.append((span, at, sums.get(span_id, ZERO) if span_id in self.invokes else None))
+        return found
 
 
 @dataclass(slots=True)
