@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # OpenTelemetry is imported only once a session is looked at
     from ..traces.sdk import Recent
     from ..traces.spans import SpanWriter
 
-KEEP = 8
-"""Sessions whose replay is kept, to be read on."""
+KEEP = 4
+"""Sessions whose replay is kept, to be read on (one of a 100 MB session holds ~11 MB)."""
 TRACES = 500
 """Turns kept of one replay (the console asks for at most this many)."""
 LAST_BYTES = 16 * 1024 * 1024
