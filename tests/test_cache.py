@@ -83,6 +83,21 @@ def test_a_warm_start_knows_each_session_s_files_as_the_names_of_its_sleeping_fi
     assert all(id(f) in names for fs in files.values() for f in fs) and names
 
 
+def test_a_warm_start_keeps_the_latest_sessions_ranked_by_time(tmp_path: Path) -> None:
+    """`State.recent` (what a session picker offers) ranked once, after a cold catch-up, and
+    loaded ranked by a warm one: the latest record last, whatever the order of the paths."""
+    home = tmp_path / "claude"
+    for folder, scenario, day in (("-a", "print-answer", "12-01"), ("-b", "print-tool", "11-30")):
+        (journal,) = (FIXTURES / "claude-code" / "2.1.332" / scenario / "home").glob("*/*/*.jsonl")
+        text = journal.read_text().replace('"timestamp":"2026-11-30T', f'"timestamp":"2026-{day}T')
+        (home / "projects" / folder).mkdir(parents=True)
+        (home / "projects" / folder / journal.name).write_text(text)  # -a read first, yet newer
+    cold, warm = app(home, tmp_path / "state"), app(home, tmp_path / "state")
+    assert warm.engine.cache is not None and list(warm.state.recent) == list(cold.state.recent)
+    times = [warm.state.sessions[k].updated_at or 0.0 for k in warm.state.recent]
+    assert times == sorted(times) and len(times) == 2 and times[0] < times[1]
+
+
 def copy_interactive(tmp_path: Path) -> tuple[Path, Path, bytes]:
     home = tmp_path / "claude"
     shutil.copytree(INTERACTIVE, home)

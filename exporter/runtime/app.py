@@ -88,8 +88,6 @@ class App:
                 log.info("catching up: %d/%d files (%d%%)", done, total, 100 * done // total)
 
         self.engine.catch_up(progress)
-        with self.state.lock:
-            self.state.rank_recent()
         self.refresh()
         per_agent = ", ".join(f"{a} {n}" for a, n in sorted(self.stats.files.items()) if n)
         log.info(
@@ -128,7 +126,6 @@ class App:
         engine.catch_up()
         engine.save_cache()
         engine.stats = self.stats
-        fresh.rank_recent()
         with self.state.lock, fresh.lock:
             fresh.observer = self.state.observer
             fresh.refresh(self.clock(), self.probe)

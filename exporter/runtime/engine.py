@@ -138,6 +138,9 @@ class Engine:
             self._read_all(found, progress, cached=False)
         del found, new, seen  # a name per file: gone before the cache is written (its peak)
         self._walked.clear()
+        if fresh is None:  # read in the order of the paths: the latest sessions by their times
+            with self.state.lock:  # (a warm start's come ranked, with what was read since)
+                self.state.rank_recent()
         unchanged = sum(self.stats.bytes_read.values()) == read_before
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
