@@ -129,3 +129,19 @@ def test_a_session_found_by_its_id_alone(served: tuple[str, Any]) -> None:
     assert get(f"{url}/api/sessions//no-such-session")[0] == 404
     quoted = "/api/sessions/claude%2Dcode/" + first["session_id"].replace("-", "%2D")
     assert get(url + quoted)[2] == first  # parts are unquoted
+
+
+@pytest.mark.parametrize("at", [253402300800.0, 1e300, float("nan")])
+def test_a_time_no_date_has_is_shown_as_the_nearest_date(at: float) -> None:
+    """One session whose file says the year 10000 costs its own odd times, never the list."""
+    from exporter.events import SessionSeen
+    from exporter.state.labels import ProjectLabel
+    from exporter.state.state import State
+
+    state = State()
+    state.apply("claude-code", SessionSeen(session_id="odd", at=at, cwd="/w"))
+    state.apply("claude-code", SessionSeen(session_id="fine", at=1e9, cwd="/w"))
+    status, doc = api.Api(ProjectLabel()).answer(state, "/api/sessions", {"history": ["1"]})
+    assert status == 200 and doc["total"] == 2
+    times = {r["session_id"]: r["updated_at"] for r in doc["sessions"]}
+    assert times["fine"] == "2001-09-09T01:46:40.000Z" and times["odd"][:4] in ("9999", "0001")

@@ -244,3 +244,12 @@ def test_the_price_in_force_at_the_response_s_time() -> None:
 
 def test_kinds_are_the_snapshot_s() -> None:
     assert set(KINDS) == set(KEYS.values())
+
+
+@pytest.mark.parametrize("at", [253402300800.0, 1e300, -1e300, float("inf"), float("nan")])
+def test_a_time_no_date_has_is_priced_at_the_nearest_date(at: float) -> None:
+    """A damaged record's time (the year 10000, found by tests/test_fuzz_readers.py) prices its
+    response at the nearest date there is, never raising out of the state."""
+    prices = Prices.load()
+    model = prices.model(None, "claude-opus-4-1")
+    assert model is not None and model.rates(at) is not None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
+from datetime import date, datetime, time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from ..events import Usage
+from .times import utc
 
 SNAPSHOT = Path(__file__).with_name("prices.json")
 Price = float | tuple[float, tuple[tuple[int, float], ...]]
@@ -97,7 +98,7 @@ class Model:
     def rates(self, at: float) -> Rates:
         """The prices in force at `at` (seconds since the epoch): the last period active then,
         else the first."""
-        when = datetime.fromtimestamp(at, UTC)
+        when = utc(at)
         found = next((p for p in reversed(self.periods) if p.active(when)), self.periods[0])
         return found.rates
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from ..events import LiveIndexRead, ReviewEnded, Usage
 from ..state.labels import STATES, ProjectLabel
 from ..state.session import Session, Subagent
 from ..state.state import State
+from ..state.times import utc
 
 _ORDER = {
     state: i
@@ -22,7 +22,7 @@ _ORDER = {
 def iso(at: float | None) -> str | None:
     if at is None:
         return None
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc(at).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def session_rows(
