@@ -145,3 +145,14 @@ def test_every_agent_has_seeds() -> None:
     for agent in HARNESSES:
         if agent != "opencode":  # a database: its rows are fuzzed in test_sqlite.py
             assert seeds()[agent], agent
+
+
+@pytest.mark.parametrize("value", [253402300800000, -1, float("inf"), float("nan"), 1e300, True])
+def test_an_epoch_no_date_has_is_no_time(value: object) -> None:
+    """A record's epoch past the year 9999, before 1970 or not a number (what the fuzz test
+    above made of a Vibe record) is no time: the record's own, never a date that raises."""
+    from exporter.harnesses.fields import timestamp
+
+    assert timestamp(value) is None
+    assert timestamp(1_796_034_447_163) == 1_796_034_447.163  # ms, as the agents write
+    assert timestamp(253402300799000) == 253402300799.0  # the last second of the year 9999

@@ -8,9 +8,13 @@ from pathlib import Path
 
 from .base import RecordRejected
 
+LATEST = 253402300799.0
+"""9999-12-31T23:59:59Z, the last second a date has: an epoch beyond it is no time of a record."""
+
 
 def timestamp(value: object) -> float | None:
-    """ISO 8601 text or epoch (ms or s) → Unix seconds."""
+    """ISO 8601 text or epoch (ms or s) → Unix seconds; None for what is no time (an epoch
+    before 1970 or after the year 9999, `inf`, `nan`: a damaged record)."""
     if isinstance(value, str):  # the common case first: it is most records' time
         try:
             return datetime.fromisoformat(value).timestamp()
@@ -19,7 +23,8 @@ def timestamp(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return value / 1000 if value > 1e11 else float(value)
+        seconds = value / 1000 if value > 1e11 else float(value)
+        return seconds if 0.0 <= seconds <= LATEST else None  # nan compares false: None
     return None
 
 
