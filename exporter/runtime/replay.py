@@ -30,6 +30,7 @@ from ..events import LiveIndexRead, LiveIndexRemoved
 from ..harnesses import make
 from ..state.health import Stats
 from ..state.state import State
+from ..traces.semconv import CONVERSATION_ID
 from .app import PROBES, App
 from .engine import Engine, Source
 
@@ -133,7 +134,7 @@ class Replays:
                 where = writer.wait_under_way(state.session(agent, session_id), *wait)
                 more = [waiting(where, wait[1], max(wait[1], now))] if where else []
         roots = replay.kept.turns[session_id] + sum(
-            t.spans[0].attributes.get("gen_ai.conversation.id") == session_id for t in open_turns
+            t.spans[0].attributes.get(CONVERSATION_ID) == session_id for t in open_turns
         )
         return {
             "agent": agent,

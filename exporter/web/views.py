@@ -34,10 +34,7 @@ def session_rows(
     with state.lock:
         if history and internal:
             rows += [_review(agent, r, state, project) for agent, r in state.reviews]
-        for key, session in state.sessions.items():
-            if key not in state.live and (not history or not session.counted):
-                continue  # not live; or only named in a title index, never read itself
-            rows.append(_row_of(state, session, project))
+        rows += [_row_of(state, item[5], project) for item in _listed(state, project, history)]
     rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
     for row in rows:
         del row["_updated"]
@@ -102,7 +99,7 @@ def _listed(state: State, project: ProjectLabel, history: bool) -> list[_Listed]
     for key, session in state.sessions.items():
         entry = state.live.get(key)
         if entry is None and (not history or not session.counted):
-            continue
+            continue  # not live; or only named in a title index, never read itself
         status = "ended" if entry is None else state.status(key, entry)[0]
         cwd = session.cwd or (entry.cwd if entry else None)
         label = projects.get(cwd)
