@@ -5,7 +5,7 @@ FROM python:3.11.7-slim-bookworm
 
 WORKDIR /src
 COPY requirements.lock pyproject.toml README.md ./
-COPY exporter ./exporter
+COPY coding_agent_exporter ./coding_agent_exporter
 RUN pip install --no-cache-dir --no-deps -r requirements.lock \
     && pip install --no-cache-dir --no-deps . \
     && rm -rf /src \

@@ -66,7 +66,7 @@ def main() -> None:
         shutil.copytree(args.history / "claude", home, symlinks=True)
         port = free_port()
         command = [
-            sys.executable, "-m", "exporter", "serve", "--claude.home", str(home),
+            sys.executable, "-m", "coding_agent_exporter", "serve", "--claude.home", str(home),
             *[f"--no-harness.{name}" for name in OTHERS],
             "--web.listen-address", f"127.0.0.1:{port}", "--state.dir", f"{work}/state",
         ]  # fmt: skip

@@ -24,8 +24,8 @@ from prometheus_client import generate_latest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.runtime.app import App  # noqa: E402
-from exporter.runtime.config import parse  # noqa: E402
+from coding_agent_exporter.runtime.app import App  # noqa: E402
+from coding_agent_exporter.runtime.config import parse  # noqa: E402
 
 FIXTURES = ROOT / "fixtures" / "claude-code"
 _IDS = re.compile(

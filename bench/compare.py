@@ -17,7 +17,8 @@ as its users run it (`<prefix>/node_modules/.bin/ccusage session --json --offlin
 run), and the decode floor (one thread reading every line of every file and decoding it with
 msgspec). `--skip-one-process` and `--skip-forced-worker` leave those two cold rows out. The
 package is byte-compiled first, as an installed one is, and the start floor measured (the median
-of `--floor-runs` runs of `python -c pass` and of `python -c "import exporter.runtime.cli"`).
+of `--floor-runs` runs of `python -c pass` and of
+`python -c "import coding_agent_exporter.runtime.cli"`).
 
 The median of the rounds is printed with each command, with the CPU seconds it used (workers
 included) and the load average before it (the machine may be shared); then each row's cost per
@@ -46,7 +47,7 @@ from pathlib import Path
 
 CCUSAGE = "ccusage@20.0.24"
 CCUSAGE_PREFIX = Path.home() / ".cache" / "coding-agent-exporter" / "ccusage-20.0.24"
-EXPORTER = [sys.executable, "-m", "exporter"]
+EXPORTER = [sys.executable, "-m", "coding_agent_exporter"]
 LAST_CPU, LOAD = [0.0], [0.0]
 WORKERS = "CODING_AGENT_EXPORTER_CATCHUP_WORKERS"
 _OWN = re.compile(r"^(process_|python_gc_)", re.M)
@@ -83,7 +84,10 @@ def history_counts(claude: Path) -> tuple[int, int, int]:
 def start_floor(runs: int) -> dict[str, tuple[float, float]]:
     """Median wall and CPU seconds of `runs` starts: a bare interpreter, then the CLI's imports."""
     floors = {}
-    for name, code in (("python -c pass", "pass"), (_IMPORT, "import exporter.runtime.cli")):
+    for name, code in (
+        ("python -c pass", "pass"),
+        (_IMPORT, "import coding_agent_exporter.runtime.cli"),
+    ):
         walls, cpus = [], []
         for _ in range(runs):
             walls.append(timed([sys.executable, "-c", code])[0])
@@ -97,7 +101,7 @@ def _costs(seconds: float, records: int, files: int) -> str:
     return f"{seconds / records * 1e6:8.2f} µs/record {seconds / files * 1e6:8.1f} µs/file"
 
 
-_IMPORT = 'python -c "import exporter.runtime.cli"'
+_IMPORT = 'python -c "import coding_agent_exporter.runtime.cli"'
 
 
 def claude_only(history: Path) -> list[str]:
@@ -111,7 +115,7 @@ def every_home(history: Path) -> list[str]:
 
 
 def _others_off(keep: str) -> list[str]:
-    from exporter.harnesses import HARNESSES
+    from coding_agent_exporter.harnesses import HARNESSES
 
     return [f"--no-harness.{name}" for name in HARNESSES if name != keep]
 
@@ -220,8 +224,10 @@ def compiled() -> None:
     else would write them; ~0.2 s of CPU per start)."""
     import compileall
 
-    compileall.compile_dir(Path(__file__).resolve().parent.parent / "exporter", quiet=1)
-    print("byte-compiled exporter/ (as an installed package is)")
+    compileall.compile_dir(
+        Path(__file__).resolve().parent.parent / "coding_agent_exporter", quiet=1
+    )
+    print("byte-compiled coding_agent_exporter/ (as an installed package is)")
 
 
 COLD = "exporter metrics, cold (empty cache)"

@@ -41,7 +41,14 @@ def main() -> None:
     args.add_argument("--port", type=int, default=10499)
     ns = args.parse_args()
     state = tempfile.mkdtemp(prefix="cae-idle-state-")
-    argv = [sys.executable, "-m", "exporter", *every_home(ns.history), "--state.dir", state]
+    argv = [
+        sys.executable,
+        "-m",
+        "coding_agent_exporter",
+        *every_home(ns.history),
+        "--state.dir",
+        state,
+    ]
     argv += ["--web.listen-address", f"127.0.0.1:{ns.port}", "serve"]
     process = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
     try:

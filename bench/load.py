@@ -58,7 +58,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.harnesses import HARNESSES  # noqa: E402
+from coding_agent_exporter.harnesses import HARNESSES  # noqa: E402
 
 TEMPLATE = (
     ROOT / "fixtures/claude-code/2.1.197/subagent-foreground/home/projects/-home-user-work-shop-api"
@@ -397,7 +397,7 @@ def exporter(home: Path, *argv: str, log: Path | None = None) -> Iterator[tuple[
     """`serve` over `home` (Claude Code only); yields its URL and pid once it is ready."""
     port = free_port()
     out = log.open("ab") if log is not None else subprocess.DEVNULL
-    command = [sys.executable, "-m", "exporter", "serve", "--claude.home", str(home)]
+    command = [sys.executable, "-m", "coding_agent_exporter", "serve", "--claude.home", str(home)]
     command += ["--state.dir", str(home.parent / "exporter-state")]
     command += [f"--no-harness.{name}" for name in HARNESSES if name != "claude-code"]
     process = subprocess.Popen(
@@ -436,7 +436,7 @@ def until(check: Callable[[], bool], seconds: float, what: str) -> None:
 
 def recount(home: Path) -> str:
     """What a fresh exporter reads from the same files, in one go."""
-    command = [sys.executable, "-m", "exporter", "metrics", "--claude.home", str(home)]
+    command = [sys.executable, "-m", "coding_agent_exporter", "metrics", "--claude.home", str(home)]
     command += ["--state.dir", str(home.parent / "recount-state")]
     command += [f"--no-harness.{name}" for name in HARNESSES if name != "claude-code"]
     return subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout

@@ -106,7 +106,7 @@ def measure(home: Path, environ: dict[str, str]) -> tuple[list[str], float, floa
     The command is started by a small Python in between: a child forked from this process (large
     after listing 100,000 files) would report this process's size as its peak if it never grew
     beyond it (`ru_maxrss` keeps the size from before the `exec`)."""
-    command = [sys.executable, "-m", "exporter", "metrics", "--claude.home", str(home)]
+    command = [sys.executable, "-m", "coding_agent_exporter", "metrics", "--claude.home", str(home)]
     state = tempfile.mkdtemp(prefix="cae-memory-state-")  # no catch-up cache: a cold read
     command += ["--state.dir", state]
     report = Path(state) / "peak"
@@ -158,26 +158,26 @@ def total(text: str, name: str) -> float:
 
 
 _SITES = (  # where an allocation was made (first match) → what it is
-    ("/exporter/seen.py", "state: counted-id digests (seen.SeenIds)"),
-    ("/exporter/state.py", "state: sessions (records, keys, recent usage)"),
-    ("/exporter/session.py", "state: sessions (records, keys, recent usage)"),
-    ("/exporter/events.py", "state: token counts (events.Usage)"),
-    ("/exporter/engine.py", "engine: per-file entries (_File, follower objects)"),
-    ("/exporter/tail.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
+    ("/coding_agent_exporter/seen.py", "state: counted-id digests (seen.SeenIds)"),
+    ("/coding_agent_exporter/state.py", "state: sessions (records, keys, recent usage)"),
+    ("/coding_agent_exporter/session.py", "state: sessions (records, keys, recent usage)"),
+    ("/coding_agent_exporter/events.py", "state: token counts (events.Usage)"),
+    ("/coding_agent_exporter/engine.py", "engine: per-file entries (_File, follower objects)"),
+    ("/coding_agent_exporter/tail.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
     ("dataclasses.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
     ("pathlib.py", "paths (a str per file: engine key, follower's `file`)"),
     ("<frozen os>", "paths (a str per file: engine key, follower's `file`)"),
-    ("/exporter/harnesses/", "readers (a reader per file, its session id)"),
-    ("/exporter/decode.py", "decoded strings kept (cwd, message ids, version, model)"),
+    ("/coding_agent_exporter/harnesses/", "readers (a reader per file, its session id)"),
+    ("/coding_agent_exporter/decode.py", "decoded strings kept (cwd, message ids, version, model)"),
 )
 
 
 def breakdown(home: Path) -> None:
     """Bytes per file held after a catch-up of `home`, by allocation site; then the cache."""
-    from exporter.harnesses import HARNESSES
-    from exporter.runtime.cache import Cache
-    from exporter.runtime.engine import Engine, Source
-    from exporter.state.state import State
+    from coding_agent_exporter.harnesses import HARNESSES
+    from coding_agent_exporter.runtime.cache import Cache
+    from coding_agent_exporter.runtime.engine import Engine, Source
+    from coding_agent_exporter.state.state import State
 
     engine = Engine([Source(HARNESSES["claude-code"](), home)], State(), workers=0)
     gc.collect()

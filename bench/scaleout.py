@@ -52,7 +52,7 @@ _FAMILY = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_bucket|_count|_sum|_creat
 
 def command(history: Path, state: Path, *tail: str) -> list[str]:
     homes = [x for flag, name in HOMES.items() for x in (f"--{flag}.home", str(history / name))]
-    return [sys.executable, "-m", "exporter", *homes, "--state.dir", str(state), *tail]
+    return [sys.executable, "-m", "coding_agent_exporter", *homes, "--state.dir", str(state), *tail]
 
 
 def families(exposition: str) -> Counter[str]:

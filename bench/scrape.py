@@ -76,7 +76,7 @@ def main() -> None:
     try:
         load.run(3.0)  # a turn or two per live session (all begin in 3 s); then idle
         others = [f"--no-harness.{name}" for name in HARNESSES if name != "claude-code"]
-        cold = [sys.executable, "-m", "exporter", "--claude.home", str(home), *others]
+        cold = [sys.executable, "-m", "coding_agent_exporter", "--claude.home", str(home), *others]
         cold_s, cold_rss, _ = timed([*cold, "--state.dir", str(state), "metrics"])
         started = time.perf_counter()
         with exporter(home, "--state.dir", str(state)) as (url, pid):

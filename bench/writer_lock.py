@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from exporter.harnesses.codex import Codex
-from exporter.sources.holders import holders
-from exporter.sources.locks import by_writer_lock
+from coding_agent_exporter.harnesses.codex import Codex
+from coding_agent_exporter.sources.holders import holders
+from coding_agent_exporter.sources.locks import by_writer_lock
 
 WRITER = (
     "import fcntl,os,sys,time; r=open(sys.argv[1],'a'); f=open(sys.argv[2],'a'); "

@@ -78,7 +78,7 @@ def run_exporter(
         [
             sys.executable,
             "-m",
-            "exporter",
+            "coding_agent_exporter",
             "serve",
             "--claude.home",
             str(home),

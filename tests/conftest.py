@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from exporter.harnesses import HARNESSES, make
-from exporter.runtime.app import PROBES, App
-from exporter.runtime.config import parse
-from exporter.runtime.engine import Source
-from exporter.runtime.settings import settings_of
+from coding_agent_exporter.harnesses import HARNESSES, make
+from coding_agent_exporter.runtime.app import PROBES, App
+from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.runtime.engine import Source
+from coding_agent_exporter.runtime.settings import settings_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

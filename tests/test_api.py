@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from exporter.web import api
-from exporter.web.server import Server
-from exporter.web.views import session_rows
+from coding_agent_exporter.web import api
+from coding_agent_exporter.web.server import Server
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import FIXTURES, app_for
 
@@ -134,9 +134,9 @@ def test_a_session_found_by_its_id_alone(served: tuple[str, Any]) -> None:
 @pytest.mark.parametrize("at", [253402300800.0, 1e300, float("nan")])
 def test_a_time_no_date_has_is_shown_as_the_nearest_date(at: float) -> None:
     """One session whose file says the year 10000 costs its own odd times, never the list."""
-    from exporter.events import SessionSeen
-    from exporter.state.labels import ProjectLabel
-    from exporter.state.state import State
+    from coding_agent_exporter.events import SessionSeen
+    from coding_agent_exporter.state.labels import ProjectLabel
+    from coding_agent_exporter.state.state import State
 
     state = State()
     state.apply("claude-code", SessionSeen(session_id="odd", at=at, cwd="/w"))

@@ -13,11 +13,11 @@ from types import FrameType
 import pytest
 from prometheus_client import generate_latest
 
-from exporter.runtime import cache as cache_module
-from exporter.runtime.app import App
-from exporter.runtime.cache import MAGIC, PACKAGE, Cache
-from exporter.runtime.config import parse
-from exporter.sources import tail
+from coding_agent_exporter.runtime import cache as cache_module
+from coding_agent_exporter.runtime.app import App
+from coding_agent_exporter.runtime.cache import MAGIC, PACKAGE, Cache
+from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.sources import tail
 
 from .conftest import FIXTURES, NOW, agent_home, all_scenarios, home_flags, scenario_id
 
@@ -227,7 +227,7 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
     cache = Cache(tmp_path, [("claude-code", agent_home(home))])
     assert cache.load() is not None
     assert Cache(tmp_path, [("claude-code", tmp_path)]).load() is None
-    monkeypatch.setattr("exporter.runtime.cache.code_digest", lambda: "0" * 64)
+    monkeypatch.setattr("coding_agent_exporter.runtime.cache.code_digest", lambda: "0" * 64)
     assert Cache(tmp_path, [("claude-code", agent_home(home))]).load() is None
 
 
@@ -294,7 +294,7 @@ def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -
 
 def _digests_around(tmp_path: Path, module: str) -> tuple[str, str]:
     """The digest of a copy of the package before and after `module` is edited."""
-    copy = tmp_path / "exporter"
+    copy = tmp_path / "coding_agent_exporter"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     before = _digest_of(copy)
     (copy / module).write_text((copy / module).read_text() + "\n# changed\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     LiveIndexRead,
     LiveIndexRemoved,
     ModelFailed,
@@ -19,8 +19,8 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.claude_code import ClaudeCode, LiveIndexReader, MetaReader
-from exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.harnesses.claude_code import ClaudeCode, LiveIndexReader, MetaReader
+from coding_agent_exporter.harnesses.claude_journal import JournalReader
 
 from .conftest import app_for
 

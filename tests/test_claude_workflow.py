@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePosixPath
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     LiveIndexRead,
     RunLaunched,
     SubagentEnded,
@@ -13,14 +13,14 @@ from exporter.events import (
     TurnEnded,
     TurnStarted,
 )
-from exporter.harnesses.claude_code import ClaudeCode, MetaReader
-from exporter.harnesses.claude_journal import JournalReader
-from exporter.harnesses.claude_workflow import RunReader
-from exporter.harnesses.fields import timestamp
-from exporter.runtime.engine import Engine, Source
-from exporter.state.health import Stats
-from exporter.state.state import State
-from exporter.web.views import session_rows
+from coding_agent_exporter.harnesses.claude_code import ClaudeCode, MetaReader
+from coding_agent_exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.harnesses.claude_workflow import RunReader
+from coding_agent_exporter.harnesses.fields import timestamp
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import app_for
 from .test_claude_code import SID, kinds, user

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     ContextCompacted,
     Event,
     ModelFailed,
@@ -27,13 +27,13 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.codex import Codex, IndexReader
-from exporter.harnesses.codex_rollout import RolloutReader
-from exporter.runtime.engine import Engine, Source
-from exporter.sources.holders import HeldSessions
-from exporter.state.health import Stats
-from exporter.state.state import State, tool_label
-from exporter.web.views import session_rows
+from coding_agent_exporter.harnesses.codex import Codex, IndexReader
+from coding_agent_exporter.harnesses.codex_rollout import RolloutReader
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources.holders import HeldSessions
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.state import State, tool_label
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import FIXTURES, expected, scenario_id, scenarios
 

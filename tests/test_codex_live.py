@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from exporter.events import LiveIndexRead
-from exporter.harnesses.codex import Codex
-from exporter.runtime.engine import Engine, Source
-from exporter.sources.holders import HeldSessions, Holder
-from exporter.sources.locks import by_writer_lock, file_key, lock_table, read_locks
-from exporter.sources.processes import process_start
-from exporter.state.health import Stats
-from exporter.state.state import HELD_QUIET, State
+from coding_agent_exporter.events import LiveIndexRead
+from coding_agent_exporter.harnesses.codex import Codex
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources.holders import HeldSessions, Holder
+from coding_agent_exporter.sources.locks import by_writer_lock, file_key, lock_table, read_locks
+from coding_agent_exporter.sources.processes import process_start
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.state import HELD_QUIET, State
 
 from .backends import holding
 from .conftest import FIXTURES

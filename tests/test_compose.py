@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.harnesses import HARNESSES
-from exporter.runtime.config import parse
+from coding_agent_exporter.harnesses import HARNESSES
+from coding_agent_exporter.runtime.config import parse
 
 from .backends import binary
 from .conftest import ROOT

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.harnesses import HARNESSES
-from exporter.runtime.cli import main
-from exporter.runtime.config import env_name, parse
+from coding_agent_exporter.harnesses import HARNESSES
+from coding_agent_exporter.runtime.cli import main
+from coding_agent_exporter.runtime.config import env_name, parse
 
 from .conftest import FIXTURES
 
@@ -273,7 +273,14 @@ def test_serve_says_where_it_listens_and_warns_on_every_interface(
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "exporter", "serve", "--claude.home", str(RECORDED)),
+                *(
+                    sys.executable,
+                    "-m",
+                    "coding_agent_exporter",
+                    "serve",
+                    "--claude.home",
+                    str(RECORDED),
+                ),
                 *("--web.listen-address", f"{address}:{port}", "--state.dir", str(tmp_path / "s")),
             ],
             stdout=out,

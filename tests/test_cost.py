@@ -16,13 +16,13 @@ import pytest
 from genai_prices import types
 from prometheus_client import CollectorRegistry
 
-from exporter.events import ModelResponded, SessionSeen, Usage
-from exporter.harnesses.claude_journal import JournalReader
-from exporter.prometheus.collectors import StateCollector
-from exporter.runtime.cache import Cache
-from exporter.state.labels import ProjectLabel
-from exporter.state.state import State
-from exporter.web.views import session_rows
+from coding_agent_exporter.events import ModelResponded, SessionSeen, Usage
+from coding_agent_exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.prometheus.collectors import StateCollector
+from coding_agent_exporter.runtime.cache import Cache
+from coding_agent_exporter.state.labels import ProjectLabel
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import FIXTURES, agent_home, agent_of, app_for
 

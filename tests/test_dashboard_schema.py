@@ -5,7 +5,8 @@
   misspelt option, a wrong enum value, a panel type Grafana has no plugin for, a missing field
   of a link fail;
 - every TraceQL query through @grafana/lezer-traceql, the grammar of Grafana's Tempo editor, and
-  every span attribute the grammar sees in it is one exporter/traces/semconv.py defines.
+  every span attribute the grammar sees in it is one that
+  coding_agent_exporter/traces/semconv.py defines.
 
 The packages are pinned in dashboards/check/package-lock.json and installed with `npm ci` into
 a cache folder outside the checkout on first use (~6 s; CODING_AGENT_EXPORTER_NODE_CACHE moves
@@ -130,7 +131,9 @@ def test_traceql_parses_in_tempos_grammar(node_check: Path) -> None:
         assert found["attributes"], found["query"]
         for attribute in found["attributes"]:
             name = re.sub(r"^(span|resource)?\.", "", attribute)
-            assert name in SPAN_ATTRIBUTES, f"{attribute} is not in exporter/traces/semconv.py"
+            assert name in SPAN_ATTRIBUTES, (
+                f"{attribute} is not in coding_agent_exporter/traces/semconv.py"
+            )
 
 
 def test_traceql_check_finds_broken_queries(node_check: Path) -> None:

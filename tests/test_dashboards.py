@@ -4,7 +4,7 @@ Lint (no Grafana runs here): the committed JSON is what dashboards/build.py writ
 unique, every data source reference resolves to a provisioned uid or to a data source variable
 that defaults to one, every variable used is defined, and every metric name used exists in the
 exporter's real output over the recorded fixtures (recording-rule names count), and every span
-attribute a TraceQL query names is one that exporter/semconv.py defines.
+attribute a TraceQL query names is one that coding_agent_exporter/semconv.py defines.
 
 Then a real Prometheus scrapes `coding-agent-exporter serve` over all recorded fixtures, with two
 live sessions (one waiting at a permission prompt, one running), one session's records moved to
@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 
-from exporter.traces import semconv
+from coding_agent_exporter.traces import semconv
 
 from .backends import (
     get,
@@ -270,7 +270,9 @@ def test_traceql_is_well_formed() -> None:
         assert text.count("{") == text.count("}") and text.count("(") == text.count(")"), text
         assert text.count('"') % 2 == 0, text
         for attribute in re.findall(r"\bspan\.([\w.]+)", text):
-            assert attribute in SPAN_ATTRIBUTES, f"{attribute} is not in exporter/semconv.py"
+            assert attribute in SPAN_ATTRIBUTES, (
+                f"{attribute} is not in coding_agent_exporter/semconv.py"
+            )
         for operation in re.findall(r'gen_ai\.operation\.name = "(\w+)"', text):
             assert operation in {semconv.OP_INVOKE_AGENT, semconv.OP_EXECUTE_TOOL}, text
 
@@ -292,7 +294,14 @@ def merged_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def exported_names(merged_home: Path) -> set[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "metrics", "--claude.home", str(merged_home)],
+        [
+            sys.executable,
+            "-m",
+            "coding_agent_exporter",
+            "metrics",
+            "--claude.home",
+            str(merged_home),
+        ],
         capture_output=True,
         text=True,
         check=True,

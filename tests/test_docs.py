@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.runtime.config import parser
+from coding_agent_exporter.runtime.config import parser
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATION = ROOT / "docs" / "configuration.md"

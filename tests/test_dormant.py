@@ -8,9 +8,9 @@ import pickle
 
 import pytest
 
-from exporter.harnesses.claude_journal import JournalReader
-from exporter.runtime.dormant import BLOCK, NAMES_CHUNK, Sleepers
-from exporter.sources.tail import JsonlTail
+from coding_agent_exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.runtime.dormant import BLOCK, NAMES_CHUNK, Sleepers
+from coding_agent_exporter.sources.tail import JsonlTail
 
 
 def _asleep(count: int) -> Sleepers:

@@ -1,5 +1,5 @@
-"""exporter.prometheus.exposition: the body is the library's own, byte for byte, and a family is
-written again only when it changed."""
+"""coding_agent_exporter.prometheus.exposition: the body is the library's own, byte for byte,
+and a family is written again only when it changed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
-from exporter.prometheus.exposition import FamilyRenders
+from coding_agent_exporter.prometheus.exposition import FamilyRenders
 
 from .conftest import all_scenarios, app_for, scenario_id
 

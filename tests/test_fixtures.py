@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from exporter.web.views import session_rows
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import agent_of, app_for, expected
 

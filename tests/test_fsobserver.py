@@ -1,5 +1,6 @@
-"""exporter.sources.fsobserver: a paired rename does not hold back the events behind it (watchdog's
-queue slept its whole 0.5 s even once the pair had arrived). Waits are joins with timeouts."""
+"""coding_agent_exporter.sources.fsobserver: a paired rename does not hold back the events
+behind it (watchdog's queue slept its whole 0.5 s even once the pair had arrived). Waits are
+joins with timeouts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.sources import fsobserver
-from exporter.sources.watch import Watcher
+from coding_agent_exporter.sources import fsobserver
+from coding_agent_exporter.sources.watch import Watcher
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
 
@@ -19,7 +20,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="in
 def test_watchdogs_inotify_internals_found() -> None:
     """On Linux the prompt observer is used; if a watchdog release moved what it builds on, the
     stock observer (with its half-second hold) would be used without a word: fail here."""
-    assert fsobserver.INOTIFY, "watchdog's inotify internals changed: see exporter/fsobserver.py"
+    assert fsobserver.INOTIFY, (
+        "watchdog's inotify internals changed: see coding_agent_exporter/fsobserver.py"
+    )
     assert type(fsobserver.make()).__name__ == "_PromptObserver"
 
 

@@ -14,9 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.harnesses import HARNESSES
-from exporter.sources.tail import JsonlTail
-from exporter.state.state import State
+from coding_agent_exporter.harnesses import HARNESSES
+from coding_agent_exporter.sources.tail import JsonlTail
+from coding_agent_exporter.state.state import State
 
 settings.register_profile("default", max_examples=150, deadline=None)
 settings.register_profile("deep", max_examples=5000, deadline=None)

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.harnesses import HARNESSES, RecordRejected
-from exporter.harnesses.vibe_unified import JournalReader, record_hash
-from exporter.state.state import State
+from coding_agent_exporter.harnesses import HARNESSES, RecordRejected
+from coding_agent_exporter.harnesses.vibe_unified import JournalReader, record_hash
+from coding_agent_exporter.state.state import State
 
 from .conftest import source_for
 from .test_fuzz import JSON
@@ -151,7 +151,7 @@ def test_every_agent_has_seeds() -> None:
 def test_an_epoch_no_date_has_is_no_time(value: object) -> None:
     """A record's epoch past the year 9999, before 1970 or not a number (what the fuzz test
     above made of a Vibe record) is no time: the record's own, never a date that raises."""
-    from exporter.harnesses.fields import timestamp
+    from coding_agent_exporter.harnesses.fields import timestamp
 
     assert timestamp(value) is None
     assert timestamp(1_796_034_447_163) == 1_796_034_447.163  # ms, as the agents write

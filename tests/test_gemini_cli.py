@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     Event,
     ModelFailed,
     ModelResponded,
@@ -22,10 +22,10 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.gemini_chat import ChatReader, Shared
-from exporter.harnesses.gemini_cli import GeminiCli, LogsReader
-from exporter.runtime.engine import Engine, Source
-from exporter.state.state import State
+from coding_agent_exporter.harnesses.gemini_chat import ChatReader, Shared
+from coding_agent_exporter.harnesses.gemini_cli import GeminiCli, LogsReader
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
 

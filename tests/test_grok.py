@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
@@ -25,19 +25,19 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.fields import timestamp
-from exporter.harnesses.grok import Grok, IndexReader, decode_cwd
-from exporter.harnesses.grok_session import (
+from coding_agent_exporter.harnesses.fields import timestamp
+from coding_agent_exporter.harnesses.grok import Grok, IndexReader, decode_cwd
+from coding_agent_exporter.harnesses.grok_session import (
     ChatHistoryReader,
     EventsReader,
     PromptContextReader,
     Shared,
     SummaryReader,
 )
-from exporter.harnesses.grok_subagents import MetaReader
-from exporter.harnesses.grok_updates import UpdatesReader
-from exporter.runtime.engine import Engine, Source
-from exporter.state.state import State
+from coding_agent_exporter.harnesses.grok_subagents import MetaReader
+from coding_agent_exporter.harnesses.grok_updates import UpdatesReader
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from exporter.sources.holders import holders
+from coding_agent_exporter.sources.holders import holders
 
 from .backends import holding, wait_for
 

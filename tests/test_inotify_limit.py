@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.runtime.cli import RESCAN_EVERY
+from coding_agent_exporter.runtime.cli import RESCAN_EVERY
 
 from .backends import free_port, get, wait_for
 from .conftest import FIXTURES, ROOT, home_flags
@@ -122,11 +122,11 @@ def write_session(folder: Path, n: int) -> None:
 
 @contextmanager
 def serving(home: Path, workdir: Path, limit: int) -> Iterator[tuple[str, int, Path]]:
-    """The real `python -m exporter serve` over `home` under a watch limit of `limit`; yields
-    its URL, pid and log once ready; asserts that SIGTERM stops it cleanly."""
+    """The real `python -m coding_agent_exporter serve` over `home` under a watch limit of
+    `limit`; yields its URL, pid and log once ready; asserts that SIGTERM stops it cleanly."""
     port = free_port()
     log_path = workdir / f"exporter-{limit}.log"
-    argv = [sys.executable, "-m", "exporter", "serve", *home_flags(home)]
+    argv = [sys.executable, "-m", "coding_agent_exporter", "serve", *home_flags(home)]
     argv += ["--web.listen-address", f"127.0.0.1:{port}"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -234,7 +234,7 @@ def in_namespace(limit: int, child: Callable[[Path], None], root: Path) -> str:
 
 def collect(watcher: object, done: Callable[[set[Path]], bool], within: float = 10) -> set[Path]:
     """Changed paths until `done(seen)`; fail after `within` seconds."""
-    from exporter.sources.watch import Watcher
+    from coding_agent_exporter.sources.watch import Watcher
 
     assert isinstance(watcher, Watcher)
     seen: set[Path] = set()
@@ -250,7 +250,7 @@ def _child_folders_without_watches(root: Path) -> None:
     """In a namespace of 20 watches: a root of 1 folder and one of 31 (12 left without)."""
     import logging
 
-    from exporter.sources import watch
+    from coding_agent_exporter.sources import watch
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     watch.RETRY_EVERY = 0.2
@@ -294,7 +294,7 @@ def _child_a_root_without_a_watch(root: Path) -> None:
     """In a namespace of 1 watch, two roots of one folder: the second cannot have its watch."""
     import logging
 
-    from exporter.sources import watch
+    from coding_agent_exporter.sources import watch
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     watch.RETRY_EVERY = 0.2

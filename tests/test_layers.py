@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import ROOT
 
-PACKAGE = ROOT / "exporter"
+PACKAGE = ROOT / "coding_agent_exporter"
 ALLOWED = {
     "events": set(),
     "sources": {"events"},
@@ -48,14 +48,18 @@ def imported_stages(path: Path, root: Path = ROOT) -> set[str]:
                 target = [*base, *(node.module.split(".") if node.module else [])]
             else:
                 target = (node.module or "").split(".")
-            if target[0] != "exporter":
+            if target[0] != "coding_agent_exporter":
                 continue
             if len(target) > 1:
                 found.add(target[1])
-            else:  # `from exporter import x` / `from .. import x`
+            else:  # `from coding_agent_exporter import x` / `from .. import x`
                 found |= {alias.name for alias in node.names if alias.name != "__version__"}
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("exporter.")}
+            found |= {
+                a.name.split(".")[1]
+                for a in node.names
+                if a.name.startswith("coding_agent_exporter.")
+            }
     return found
 
 
@@ -84,7 +88,9 @@ def test_a_harness_does_no_io(path: Path) -> None:
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The walk above finds what it must: a state module that imports the runtime."""
-    module = tmp_path / "exporter" / "state" / "bad.py"
+    module = tmp_path / "coding_agent_exporter" / "state" / "bad.py"
     module.parent.mkdir(parents=True)
-    module.write_text("from ..runtime.engine import Engine\nfrom exporter.web import views\n")
+    module.write_text(
+        "from ..runtime.engine import Engine\nfrom coding_agent_exporter.web import views\n"
+    )
     assert imported_stages(module, tmp_path) == {"runtime", "web"}

@@ -11,11 +11,11 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from exporter.events import ToolCallEnded
-from exporter.harnesses.claude_code import ClaudeCode
-from exporter.harnesses.claude_schema import Record
-from exporter.runtime.pool import _lean, decoder
-from exporter.sources.decode import lean, loads
+from coding_agent_exporter.events import ToolCallEnded
+from coding_agent_exporter.harnesses.claude_code import ClaudeCode
+from coding_agent_exporter.harnesses.claude_schema import Record
+from coding_agent_exporter.runtime.pool import _lean, decoder
+from coding_agent_exporter.sources.decode import lean, loads
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude-code"
 decode = lean(Record)

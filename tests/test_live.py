@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from exporter.events import LiveIndexRead, SessionSeen
-from exporter.state.labels import ProjectLabel
-from exporter.state.state import State
-from exporter.web import live
-from exporter.web.live import Feed
+from coding_agent_exporter.events import LiveIndexRead, SessionSeen
+from coding_agent_exporter.state.labels import ProjectLabel
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.web import live
+from coding_agent_exporter.web.live import Feed
 
 from .backends import run_exporter, write_index
 from .conftest import FIXTURES, expected

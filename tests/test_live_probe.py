@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 
-from exporter.sources.processes import CachedProbe, _spread, process_start
+from coding_agent_exporter.sources.processes import CachedProbe, _spread, process_start
 
 
 class Counting:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from exporter.harnesses.claude_code import ClaudeCode
-from exporter.runtime.engine import Engine, Source
-from exporter.state.health import Stats
-from exporter.state.labels import live_state
-from exporter.state.state import State
+from coding_agent_exporter.harnesses.claude_code import ClaudeCode
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.labels import live_state
+from coding_agent_exporter.state.state import State
 
 from .conftest import expected, scenario_id, scenarios
 

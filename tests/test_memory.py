@@ -23,7 +23,7 @@ from types import NoneType
 
 import pytest
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     Event,
     LiveIndexRead,
     ModelResponded,
@@ -36,15 +36,15 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses import HARNESSES
-from exporter.harnesses.codex import Codex
-from exporter.runtime.cache import Cache, Snapshot
-from exporter.runtime.engine import Engine, Source
-from exporter.sources import tail
-from exporter.sources.holders import SHARED_RECENT, HeldSessions
-from exporter.state import seen
-from exporter.state.session import ZERO
-from exporter.state.state import BUSY_SLACK, State
+from coding_agent_exporter.harnesses import HARNESSES
+from coding_agent_exporter.harnesses.codex import Codex
+from coding_agent_exporter.runtime.cache import Cache, Snapshot
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources import tail
+from coding_agent_exporter.sources.holders import SHARED_RECENT, HeldSessions
+from coding_agent_exporter.state import seen
+from coding_agent_exporter.state.session import ZERO
+from coding_agent_exporter.state.state import BUSY_SLACK, State
 
 from .conftest import FIXTURES
 
@@ -89,7 +89,7 @@ def test_a_large_journal_is_read_in_pieces(tmp_path: Path, monkeypatch: pytest.M
 def test_memory_stays_far_below_a_200_mb_journal(tmp_path: Path) -> None:
     home = tmp_path / "claude"
     path = journal(home, 200 << 20)
-    command = [sys.executable, "-m", "exporter", "metrics", "--claude.home", str(home)]
+    command = [sys.executable, "-m", "coding_agent_exporter", "metrics", "--claude.home", str(home)]
     command += ["--state.dir", str(tmp_path / "state"), "--no-traces.enabled"]
     environ = {
         k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CODING_AGENT_EXPORTER_"))

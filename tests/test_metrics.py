@@ -69,8 +69,8 @@ def test_project_label_modes(mode: str, label: str) -> None:
 def test_recent_sessions_live_or_not_for_the_picker() -> None:
     """Sessions that are not live, each with the time of its latest record, while that is
     within 7 days; at most `RECENT_SESSIONS` of them, the latest."""
-    from exporter.prometheus import collectors
-    from exporter.state import state as state_module
+    from coding_agent_exporter.prometheus import collectors
+    from coding_agent_exporter.state import state as state_module
 
     home = FIXTURES / "claude-code" / "2.1.332" / "resume-fork" / "home"  # two sessions, history
     app = app_for(home)

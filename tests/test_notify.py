@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.web.notify import NotifyServer, alerts_of
+from coding_agent_exporter.web.notify import NotifyServer, alerts_of
 
 from .backends import free_port, run_alertmanager, wait_for
 
@@ -79,7 +79,7 @@ def test_alertmanager_reaches_the_desktop_through_notify(tmp_path: Path) -> None
     with log.open("wb") as out:
         notify = subprocess.Popen(
             [
-                *(sys.executable, "-m", "exporter", "notify"),
+                *(sys.executable, "-m", "coding_agent_exporter", "notify"),
                 *(
                     "--notify.listen-address",
                     f"127.0.0.1:{port}",

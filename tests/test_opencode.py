@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     Event,
     ModelFailed,
     ModelResponded,
@@ -28,13 +28,13 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.opencode import OpenCode
-from exporter.harnesses.opencode_database import DatabaseReader
-from exporter.harnesses.opencode_fields import tool_outcome, usage_of
-from exporter.runtime.engine import Engine, Source
-from exporter.sources.processes import process_start
-from exporter.state.health import Stats
-from exporter.state.state import State
+from coding_agent_exporter.harnesses.opencode import OpenCode
+from coding_agent_exporter.harnesses.opencode_database import DatabaseReader
+from coding_agent_exporter.harnesses.opencode_fields import tool_outcome, usage_of
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources.processes import process_start
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.state import State
 
 from .backends import holding
 from .conftest import FIXTURES
@@ -228,9 +228,9 @@ def test_match() -> None:
 
 
 def test_a_process_holding_the_database_makes_its_recent_sessions_candidates() -> None:
-    from exporter.runtime.engine import Engine, Source
-    from exporter.sources.holders import HeldSessions
-    from exporter.state.state import State
+    from coding_agent_exporter.runtime.engine import Engine, Source
+    from coding_agent_exporter.sources.holders import HeldSessions
+    from coding_agent_exporter.state.state import State
 
     home = V / "subagent" / "home" / ".local" / "share" / "opencode"
     held = HeldSessions(

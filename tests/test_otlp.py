@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.runtime.cli import main
+from coding_agent_exporter.runtime.cli import main
 
 from .backends import free_port, get, run_exporter, wait_for
 from .conftest import FIXTURES
@@ -191,7 +191,7 @@ def _serve(home: Path, workdir: Path, *argv: str) -> tuple[subprocess.Popen[byte
     port = free_port()
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "exporter", "serve", "--claude.home", str(home)),
+            *(sys.executable, "-m", "coding_agent_exporter", "serve", "--claude.home", str(home)),
             *("--codex.home", str(workdir / "no-codex-home")),
             *("--web.listen-address", f"127.0.0.1:{port}", *argv),
         ],

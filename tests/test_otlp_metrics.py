@@ -26,12 +26,12 @@ from opentelemetry.sdk.metrics.export import (
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.otlp.bridge import Delta, Series, read
-from exporter.otlp.push import Pusher, pusher, temporalities
-from exporter.otlp.resource import resource
-from exporter.runtime.app import App
-from exporter.runtime.cli import main
-from exporter.runtime.config import parse
+from coding_agent_exporter.otlp.bridge import Delta, Series, read
+from coding_agent_exporter.otlp.push import Pusher, pusher, temporalities
+from coding_agent_exporter.otlp.resource import resource
+from coding_agent_exporter.runtime.app import App
+from coding_agent_exporter.runtime.cli import main
+from coding_agent_exporter.runtime.config import parse
 
 from .backends import free_port, run_exporter, wait_for
 from .otlp_metric_sink import GrpcMetricSink, HttpMetricSink, MetricSink, Point

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from exporter.runtime.cli import main
+from coding_agent_exporter.runtime.cli import main
 
 from .backends import get, run_exporter, wait_for
 from .conftest import FIXTURES

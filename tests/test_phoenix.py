@@ -178,7 +178,14 @@ def test_phoenix_receives_the_turn_tree(phoenix: Phoenix, protocol: str, tmp_pat
         "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
     }
     sent = subprocess.run(
-        [sys.executable, "-m", "exporter", "traces", "--claude.home", str(scenario / "home")],
+        [
+            sys.executable,
+            "-m",
+            "coding_agent_exporter",
+            "traces",
+            "--claude.home",
+            str(scenario / "home"),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -293,7 +300,14 @@ def test_phoenix_gets_every_turn_after_an_outage_and_a_kill(
 
     def serve() -> tuple[subprocess.Popen[bytes], str]:
         listen = free_port()
-        argv = [sys.executable, "-m", "exporter", "serve", "--claude.home", str(scenario / "home")]
+        argv = [
+            sys.executable,
+            "-m",
+            "coding_agent_exporter",
+            "serve",
+            "--claude.home",
+            str(scenario / "home"),
+        ]
         argv += ["--traces.backfill", "all", "--web.listen-address", f"127.0.0.1:{listen}"]
         process = subprocess.Popen(
             argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     Event,
     LiveIndexRead,
     LiveIndexRemoved,
@@ -32,15 +32,15 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi
-from exporter.harnesses.pi_transcript import Shared, TranscriptReader
-from exporter.runtime.engine import Engine, Source
-from exporter.sources.processes import process_start
-from exporter.sources.terminals import omp_terminal
-from exporter.sources.watch import Watcher
-from exporter.state.labels import ProjectLabel
-from exporter.state.state import State
-from exporter.web.views import session_rows
+from coding_agent_exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi
+from coding_agent_exporter.harnesses.pi_transcript import Shared, TranscriptReader
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources.processes import process_start
+from coding_agent_exporter.sources.terminals import omp_terminal
+from coding_agent_exporter.sources.watch import Watcher
+from coding_agent_exporter.state.labels import ProjectLabel
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import FIXTURES
 

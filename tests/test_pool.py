@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from exporter.runtime import pool
-from exporter.runtime.app import App
-from exporter.runtime.config import parse
-from exporter.runtime.engine import Source
-from exporter.sources import tail
+from coding_agent_exporter.runtime import pool
+from coding_agent_exporter.runtime.app import App
+from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.runtime.engine import Source
+from coding_agent_exporter.sources import tail
 
 from .conftest import NOW, agent_of, all_scenarios, home_flags, scenario_id
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from exporter.events import Usage
-from exporter.state import price_file
-from exporter.state.price_file import PriceFileError, overrides
-from exporter.state.prices import Prices
+from coding_agent_exporter.events import Usage
+from coding_agent_exporter.state import price_file
+from coding_agent_exporter.state.price_file import PriceFileError, overrides
+from coding_agent_exporter.state.prices import Prices
 
 EXAMPLE = re.search(r"```yaml\n(.*?)```", price_file.__doc__ or "", re.S)
 JUNE = datetime(2026, 6, 2, tzinfo=UTC).timestamp()

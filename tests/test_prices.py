@@ -1,7 +1,8 @@
 """The price snapshot is genai-prices' data, and a response costs what genai-prices says.
 
-`UPDATE_GOLDEN=1 pytest tests/test_prices.py` writes `exporter/state/prices.json` again from the
-installed genai-prices (a test dependency, pinned in pyproject.toml: bump it to take new prices).
+`UPDATE_GOLDEN=1 pytest tests/test_prices.py` writes `coding_agent_exporter/state/prices.json`
+again from the installed genai-prices (a test dependency, pinned in pyproject.toml: bump it to
+take new prices).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import genai_prices
 import pytest
 from genai_prices import data, types
 
-from exporter.events import Usage
-from exporter.state.prices import KINDS, SNAPSHOT, Prices
+from coding_agent_exporter.events import Usage
+from coding_agent_exporter.state.prices import KINDS, SNAPSHOT, Prices
 
 KEYS = {
     "input_mtok": "input",

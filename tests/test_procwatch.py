@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnStarted
-from exporter.sources.processes import process_start
-from exporter.sources.procwatch import ProcessWatch, pidfds_available
-from exporter.state.state import State
+from coding_agent_exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnStarted
+from coding_agent_exporter.sources.processes import process_start
+from coding_agent_exporter.sources.procwatch import ProcessWatch, pidfds_available
+from coding_agent_exporter.state.state import State
 
 from .backends import get, run_exporter, write_index
 from .conftest import FIXTURES

@@ -38,7 +38,7 @@ def _scenario(version: str) -> Path:
 
 def _push(home: Path, tmp_path: Path, env: dict[str, str]) -> tuple[int, int, str]:
     """One push; its exit code, the spans it sent and its log."""
-    argv = [sys.executable, "-m", "exporter", "push", "--claude.home", str(home)]
+    argv = [sys.executable, "-m", "coding_agent_exporter", "push", "--claude.home", str(home)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     sent = re.search(r"pushed (\d+) spans", done.stderr)
     return done.returncode, int(sent[1]) if sent else -1, done.stderr

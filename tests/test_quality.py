@@ -23,5 +23,5 @@ def test_ruff_format() -> None:
 
 
 def test_mypy_strict() -> None:
-    result = run(sys.executable, "-m", "mypy", "exporter")
+    result = run(sys.executable, "-m", "mypy", "coding_agent_exporter")
     assert result.returncode == 0, result.stdout + result.stderr

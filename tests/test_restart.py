@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.traces.checkpoint import Checkpoint
+from coding_agent_exporter.traces.checkpoint import Checkpoint
 
 from .backends import free_port, get, wait_for
 from .otlp_sink import HttpSink
@@ -38,7 +38,7 @@ def test_sigkill_during_catch_up_then_restart_gives_a_clean_run(tmp_path: Path) 
     finally:
         sys.path.remove(str(BENCH))
     build(home, 300)  # recorded journals under fresh ids: catch-up takes a little while
-    argv = [sys.executable, "-m", "exporter", "--claude.home", str(home)]
+    argv = [sys.executable, "-m", "coding_agent_exporter", "--claude.home", str(home)]
     clean = subprocess.run([*argv, "metrics"], capture_output=True, text=True, check=True).stdout
     rng = random.Random(2026)
     for _ in range(3):
@@ -79,7 +79,7 @@ def test_a_damaged_checkpoint_is_discarded(tmp_path: Path) -> None:
 
 def serve(home: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
     """`serve` over `home`, once it is ready."""
-    argv = [sys.executable, "-m", "exporter", "serve", "--claude.home", str(home)]
+    argv = [sys.executable, "-m", "coding_agent_exporter", "serve", "--claude.home", str(home)]
     process = subprocess.Popen(
         [*argv, "--web.listen-address", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
@@ -142,7 +142,14 @@ def test_sigkill_while_following_live_sessions_then_restart(
         everything = tmp_path / "all.jsonl"
         env = {k: v for k, v in os.environ.items() if k != "OTEL_EXPORTER_OTLP_ENDPOINT"}
         env["CODING_AGENT_EXPORTER_STATE_DIR"] = str(tmp_path / "fresh-state")
-        command = [sys.executable, "-m", "exporter", "traces", "--claude.home", str(home)]
+        command = [
+            sys.executable,
+            "-m",
+            "coding_agent_exporter",
+            "traces",
+            "--claude.home",
+            str(home),
+        ]
         once = [*command, "--since", "1h", "--output", str(everything)]
         subprocess.run(once, check=True, env=env)
         everything_ids = span_ids(everything)

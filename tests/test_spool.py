@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from exporter.traces import spool as spool_module
-from exporter.traces.sdk import CountingExporter
-from exporter.traces.spool import Spool
+from coding_agent_exporter.traces import spool as spool_module
+from coding_agent_exporter.traces.sdk import CountingExporter
+from coding_agent_exporter.traces.spool import Spool
 
 from .conftest import FIXTURES
 from .test_traces import spans_for

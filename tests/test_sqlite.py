@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from exporter.harnesses.opencode import OpenCode
-from exporter.harnesses.opencode_database import EVENTS
-from exporter.runtime.engine import Engine, Source
-from exporter.sources.sqlite_tail import SqliteTail
-from exporter.state.health import Stats
-from exporter.state.state import State
+from coding_agent_exporter.harnesses.opencode import OpenCode
+from coding_agent_exporter.harnesses.opencode_database import EVENTS
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources.sqlite_tail import SqliteTail
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
 

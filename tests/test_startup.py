@@ -16,8 +16,8 @@ def imported(environ: dict[str, str], *, traces: bool, catch_up: bool) -> list[s
     """The heavy modules a fresh interpreter holds after parsing the flags (and catching up)."""
     script = f"""
 import sys
-from exporter.runtime.app import App
-from exporter.runtime.config import parse
+from coding_agent_exporter.runtime.app import App
+from coding_agent_exporter.runtime.config import parse
 
 config = parse(["metrics", "--claude.home", {str(HOME)!r}], {environ!r})
 assert config.traces is {traces}

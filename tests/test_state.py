@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter.events import (
+from coding_agent_exporter.events import (
     LiveIndexRead,
     ModelResponded,
     SessionSeen,
@@ -15,7 +15,7 @@ from exporter.events import (
     TurnStarted,
     Usage,
 )
-from exporter.state.state import ABANDON_AFTER, State, tool_label
+from coding_agent_exporter.state.state import ABANDON_AFTER, State, tool_label
 
 A = "claude-code"
 S = "s1"

@@ -1,4 +1,5 @@
-"""One test per file-system hazard for exporter.sources.tail; every step is an explicit read()."""
+"""One test per file-system hazard for coding_agent_exporter.sources.tail; every step is an
+explicit read()."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.sources.tail import DocResult, JsonDoc, JsonlTail, Line, TailResult
+from coding_agent_exporter.sources.tail import DocResult, JsonDoc, JsonlTail, Line, TailResult
 
 
 def append(path: Path, data: bytes) -> None:

@@ -11,13 +11,13 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from exporter.events import ModelResponded
-from exporter.runtime.engine import Engine
-from exporter.state.health import Stats
-from exporter.state.labels import ProjectLabel
-from exporter.state.state import State
-from exporter.traces.sdk import tracer, tracer_provider
-from exporter.traces.spans import SpanWriter
+from coding_agent_exporter.events import ModelResponded
+from coding_agent_exporter.runtime.engine import Engine
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.labels import ProjectLabel
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.traces.sdk import tracer, tracer_provider
+from coding_agent_exporter.traces.spans import SpanWriter
 
 from .conftest import FIXTURES, GOLDEN, NOW, scenario_id, source_for
 
@@ -119,7 +119,13 @@ def test_history_is_not_sent_unless_asked(scenario: Path) -> None:
 
 
 def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
-    from exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnEnded, TurnStarted
+    from coding_agent_exporter.events import (
+        LiveIndexRead,
+        SessionSeen,
+        ToolCallStarted,
+        TurnEnded,
+        TurnStarted,
+    )
 
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)
@@ -157,7 +163,7 @@ def test_waiting_for_the_user_is_a_span_under_the_blocked_tool() -> None:
 
 
 def _span_id(*parts: str) -> int:
-    from exporter.state.ids import derive
+    from coding_agent_exporter.state.ids import derive
 
     return derive(8, *parts)
 
@@ -166,8 +172,8 @@ def test_duration_histograms_carry_trace_exemplars_in_openmetrics() -> None:
     from prometheus_client import generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
-    from exporter.runtime.app import App, Spans
-    from exporter.runtime.config import parse
+    from coding_agent_exporter.runtime.app import App, Spans
+    from coding_agent_exporter.runtime.config import parse
 
     from .conftest import FIXTURES
 
@@ -242,7 +248,12 @@ def test_capture_content_puts_prompt_reply_and_tool_io_in_spans() -> None:
 
 
 def test_captured_secrets_are_redacted() -> None:
-    from exporter.events import SessionSeen, ToolCallEnded, ToolCallStarted, TurnStarted
+    from coding_agent_exporter.events import (
+        SessionSeen,
+        ToolCallEnded,
+        ToolCallStarted,
+        TurnStarted,
+    )
 
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)
@@ -411,7 +422,7 @@ def test_a_live_response_read_before_its_prompt_waits_for_the_turn_that_takes_it
     """Claude Code writes an interactive prompt after its response's first records; the
     exporter may refresh in between (a live read): the response still goes under the prompt's
     turn, not into a turn of its own."""
-    from exporter.events import SessionSeen, TurnEnded, TurnStarted, Usage
+    from coding_agent_exporter.events import SessionSeen, TurnEnded, TurnStarted, Usage
 
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)
@@ -436,8 +447,8 @@ def test_a_live_response_read_before_its_prompt_waits_for_the_turn_that_takes_it
 def test_a_sub_agent_told_again_by_a_rebuilt_state_keeps_its_one_span() -> None:
     """After a rewrite the state is read again, and the sub-agent of a turn still open is a
     new object with the same id: its work goes under the span it has, never a second one."""
-    from exporter.events import ToolCallStarted
-    from exporter.state.session import Session, Subagent
+    from coding_agent_exporter.events import ToolCallStarted
+    from coding_agent_exporter.state.session import Session, Subagent
 
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from exporter.runtime.app import App
-from exporter.runtime.engine import Engine
-from exporter.runtime.replay import Replays
-from exporter.state.health import Stats
-from exporter.state.state import State
-from exporter.traces.sdk import recording
-from exporter.traces.spans import SpanWriter
-from exporter.traces.waterfall import turns
-from exporter.web import api
-from exporter.web.server import Server
+from coding_agent_exporter.runtime.app import App
+from coding_agent_exporter.runtime.engine import Engine
+from coding_agent_exporter.runtime.replay import Replays
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.traces.sdk import recording
+from coding_agent_exporter.traces.spans import SpanWriter
+from coding_agent_exporter.traces.waterfall import turns
+from coding_agent_exporter.web import api
+from coding_agent_exporter.web.server import Server
 
 from .conftest import FIXTURES, NOW, agent_of, app_for, expected, home_flags, source_for
 
@@ -150,7 +150,7 @@ def test_a_replay_is_kept_until_a_file_changes(tmp_path: Path) -> None:
 
 def test_a_long_file_is_replayed_from_its_last_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The last turns of a session too long to replay whole, and how much was left out."""
-    from exporter.runtime import replay
+    from coding_agent_exporter.runtime import replay
 
     home = FIXTURES / "claude-code" / "2.1.332" / "interactive" / "home"
     app = app_for(home)

@@ -10,19 +10,19 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from exporter.events import LiveIndexRead, ModelResponded, TurnEnded, TurnStarted
-from exporter.harnesses.base import RecordRejected
-from exporter.harnesses.vibe import Vibe
-from exporter.harnesses.vibe_legacy import Legacy, MessagesReader, MetaReader
-from exporter.harnesses.vibe_store import Store, usage
-from exporter.harnesses.vibe_unified import JournalReader, record_hash
-from exporter.runtime.config import parse
-from exporter.runtime.engine import Engine, Source
-from exporter.runtime.settings import settings_of
-from exporter.state.health import Stats
-from exporter.state.labels import live_state
-from exporter.state.state import State
-from exporter.web.views import session_rows
+from coding_agent_exporter.events import LiveIndexRead, ModelResponded, TurnEnded, TurnStarted
+from coding_agent_exporter.harnesses.base import RecordRejected
+from coding_agent_exporter.harnesses.vibe import Vibe
+from coding_agent_exporter.harnesses.vibe_legacy import Legacy, MessagesReader, MetaReader
+from coding_agent_exporter.harnesses.vibe_store import Store, usage
+from coding_agent_exporter.harnesses.vibe_unified import JournalReader, record_hash
+from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.runtime.settings import settings_of
+from coding_agent_exporter.state.health import Stats
+from coding_agent_exporter.state.labels import live_state
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.web.views import session_rows
 
 from .conftest import FIXTURES, expected
 

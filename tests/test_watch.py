@@ -1,5 +1,5 @@
-"""exporter.sources.watch against real inotify events; every wait is changed(timeout=...), no
-sleeps."""
+"""coding_agent_exporter.sources.watch against real inotify events; every wait is
+changed(timeout=...), no sleeps."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.sources.watch import Watcher
+from coding_agent_exporter.sources.watch import Watcher
 
 TIMEOUT = 5.0
 

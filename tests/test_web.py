@@ -14,11 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporter.events import LiveIndexRead, SessionSeen
-from exporter.prometheus.collectors import StateCollector
-from exporter.state.labels import ProjectLabel
-from exporter.state.state import State
-from exporter.web.server import MAX_FORMATS, STATIC, Server
+from coding_agent_exporter.events import LiveIndexRead, SessionSeen
+from coding_agent_exporter.prometheus.collectors import StateCollector
+from coding_agent_exporter.state.labels import ProjectLabel
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.web.server import MAX_FORMATS, STATIC, Server
 
 A = "claude-code"
 

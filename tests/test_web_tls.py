@@ -14,7 +14,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporter.web.webconfig import WebConfigError, load
+from coding_agent_exporter.web.webconfig import WebConfigError, load
 
 from .backends import query, run_exporter, run_prometheus, wait_for
 from .conftest import FIXTURES

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.events import Usage
-from exporter.state.windows import LENGTH, Windows
+from coding_agent_exporter.events import Usage
+from coding_agent_exporter.state.windows import LENGTH, Windows
 
 
 def at(text: str) -> float:

@@ -43,7 +43,7 @@ from prometheus_client.registry import Collector
 from .. import __version__
 from .bridge import Delta, Hist, Labels, Series, Value, read
 
-log = logging.getLogger("exporter")
+log = logging.getLogger("coding_agent_exporter")
 CUMULATIVE, DELTA = AggregationTemporality.CUMULATIVE, AggregationTemporality.DELTA
 SCOPE = InstrumentationScope("coding-agent-exporter", __version__)
 

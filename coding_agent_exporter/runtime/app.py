@@ -27,7 +27,7 @@ from .engine import Engine, Source
 if TYPE_CHECKING:  # OpenTelemetry is imported only when traces are on
     from opentelemetry.sdk.trace.export import SpanExporter
 
-log = logging.getLogger("exporter")
+log = logging.getLogger("coding_agent_exporter")
 PROBES = Probes(terminal=omp_terminal)
 """What harnesses may ask of this machine, answered by `sources`."""
 CHECKPOINT_EVERY = 5.0

@@ -24,7 +24,7 @@ from .app import App, Spans
 from .config import Config, endpoint_configured, parse
 from .pushing import push, pusher_of
 
-log = logging.getLogger("exporter")
+log = logging.getLogger("coding_agent_exporter")
 RESCAN_EVERY = 30.0
 """Seconds between rescans of the agent folders when file events cannot be had."""
 REFRESH_EVERY = 10.0

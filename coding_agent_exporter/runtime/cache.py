@@ -70,7 +70,7 @@ class Snapshot:
 
 
 PACKAGE = Path(__file__).resolve().parents[1]
-"""The whole `exporter` package (this module is in `exporter/runtime/`)."""
+"""The whole package (this module is in `coding_agent_exporter/runtime/`)."""
 READING = (
     "runtime/engine.py",
     "runtime/config.py",
@@ -125,7 +125,7 @@ def reading() -> set[str]:
 
 
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+exporter\.([\w.]+)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+coding_agent_exporter\.([\w.]+)", re.M)
 
 
 def _imported(name: str, source: str) -> list[str]:
@@ -134,7 +134,7 @@ def _imported(name: str, source: str) -> list[str]:
     for dots, module, names in _FROM.findall(source):
         if dots:
             base = [*name.split("/")[: -len(dots)], *module.split(".")]
-        elif module.split(".")[0] == "exporter":
+        elif module.split(".")[0] == "coding_agent_exporter":
             base = module.split(".")[1:]
         else:
             continue

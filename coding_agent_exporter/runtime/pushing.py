@@ -13,7 +13,7 @@ from .config import Config
 if TYPE_CHECKING:  # OpenTelemetry is imported only when something is pushed
     from ..otlp.push import Pusher
 
-log = logging.getLogger("exporter")
+log = logging.getLogger("coding_agent_exporter")
 
 
 def pusher_of(app: App, config: Config) -> Pusher:
