@@ -331,7 +331,8 @@ def main() -> None:
     ):
         print(f"  {label:30} {medians[top] / medians[bottom]:7.2f}x")
     print("commands:")
-    print(f"  {sys.executable} -m coding_agent_exporter {' '.join(flags)} --state.dir STATE metrics")
+    module = "coding_agent_exporter"
+    print(f"  {sys.executable} -m {module} {' '.join(flags)} --state.dir STATE metrics")
     print(f"  CLAUDE_CONFIG_DIR={history / 'claude'} {' '.join(ccusage)}")
     ours = tokens_of(outputs[COLD], "claude-code")
     theirs = ccusage_tokens(outputs[CCUSAGE_ROW])

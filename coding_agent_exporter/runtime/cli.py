@@ -17,6 +17,7 @@ from types import FrameType
 
 from prometheus_client import generate_latest
 
+from ..sources import platform
 from ..sources.processes import CachedProbe, process_start
 from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
@@ -41,6 +42,7 @@ holds it for tens of milliseconds: the shorter interval gets the loop its turn b
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse(sys.argv[1:] if argv is None else argv, os.environ)
+    platform.choose(config.probes)
     _logging(config)
     if config.command == "sessions":
         return _sessions(config)

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..harnesses import HARNESSES
 from ..harnesses.base import Settings
+from ..sources.platform import PROBES
 from ..state.labels import ProjectLabel
 from ..state.price_file import PriceFileError, overrides
 from ..traces.checkpoint import default_dir
@@ -64,6 +65,7 @@ class Config:
     external_url: str | None = None  # where users reach this exporter's web console
     otlp_metrics: bool = False  # push the families over OTLP too (`push` always does)
     user: str | None = None  # the OTLP resource's user.name
+    probes: str = "auto"  # --platform.probes: the operating system's own probes, or portable
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -288,6 +290,15 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         metavar="TOKENS",
         group=cost,
     )
+    add(
+        "--platform.probes",
+        "auto",
+        "How the operating system is asked which files changed, which process holds a file, "
+        "when a process exits: auto (Linux's /proc, inotify and pidfd on Linux; FSEvents, "
+        "kqueue, psutil on macOS; ReadDirectoryChangesW, psutil on Windows) or portable (the "
+        "macOS/Windows way, on any system).",
+        choices=list(PROBES),
+    )
     add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
     add("--log.format", "text", "Log format.", choices=["text", "json"])
     return common, known
@@ -456,6 +467,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         external_url=values["web.external_url"] or None,
         otlp_metrics=values["otlp.metrics"],
         user=values["label.user"] or None,
+        probes=values["platform.probes"],
     )
 
 
