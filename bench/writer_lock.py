@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coding_agent_exporter.harnesses.codex import Codex
+from coding_agent_exporter.harnesses.codex.harness import Codex
 from coding_agent_exporter.sources.holders import holders
 from coding_agent_exporter.sources.locks import by_writer_lock
 

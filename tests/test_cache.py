@@ -234,7 +234,7 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
 @pytest.mark.parametrize(
     "module",
     [
-        "harnesses/claude_code.py",
+        "harnesses/claude_code/harness.py",
         "harnesses/__init__.py",
         "state/state.py",
         "events.py",
@@ -288,7 +288,7 @@ def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -
                 made.engine.save_cache()
             finally:
                 sys.setprofile(None)
-    assert "harnesses/claude_journal.py" in ran and "runtime/dormant.py" in ran
+    assert "harnesses/claude_code/journal.py" in ran and "runtime/dormant.py" in ran
     assert ran <= cache_module.reading(), sorted(ran - cache_module.reading())
 
 

@@ -19,8 +19,12 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
-from coding_agent_exporter.harnesses.claude_code import ClaudeCode, LiveIndexReader, MetaReader
-from coding_agent_exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.harnesses.claude_code.harness import (
+    ClaudeCode,
+    LiveIndexReader,
+    MetaReader,
+)
+from coding_agent_exporter.harnesses.claude_code.journal import JournalReader
 
 from .conftest import app_for
 

@@ -13,9 +13,9 @@ from coding_agent_exporter.events import (
     TurnEnded,
     TurnStarted,
 )
-from coding_agent_exporter.harnesses.claude_code import ClaudeCode, MetaReader
-from coding_agent_exporter.harnesses.claude_journal import JournalReader
-from coding_agent_exporter.harnesses.claude_workflow import RunReader
+from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode, MetaReader
+from coding_agent_exporter.harnesses.claude_code.journal import JournalReader
+from coding_agent_exporter.harnesses.claude_code.workflow import RunReader
 from coding_agent_exporter.harnesses.fields import timestamp
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.health import Stats

@@ -27,8 +27,8 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
-from coding_agent_exporter.harnesses.codex import Codex, IndexReader
-from coding_agent_exporter.harnesses.codex_rollout import RolloutReader
+from coding_agent_exporter.harnesses.codex.harness import Codex, IndexReader
+from coding_agent_exporter.harnesses.codex.rollout import RolloutReader
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.holders import HeldSessions
 from coding_agent_exporter.state.health import Stats

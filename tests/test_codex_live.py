@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from coding_agent_exporter.events import LiveIndexRead
-from coding_agent_exporter.harnesses.codex import Codex
+from coding_agent_exporter.harnesses.codex.harness import Codex
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.holders import HeldSessions, Holder
 from coding_agent_exporter.sources.locks import by_writer_lock, file_key, lock_table, read_locks

@@ -17,7 +17,7 @@ from genai_prices import types
 from prometheus_client import CollectorRegistry
 
 from coding_agent_exporter.events import ModelResponded, SessionSeen, Usage
-from coding_agent_exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.harnesses.claude_code.journal import JournalReader
 from coding_agent_exporter.prometheus.collectors import StateCollector
 from coding_agent_exporter.runtime.cache import Cache
 from coding_agent_exporter.state.labels import ProjectLabel

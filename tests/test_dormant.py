@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from coding_agent_exporter.harnesses.claude_journal import JournalReader
+from coding_agent_exporter.harnesses.claude_code.journal import JournalReader
 from coding_agent_exporter.runtime.dormant import BLOCK, NAMES_CHUNK, Sleepers
 from coding_agent_exporter.sources.tail import JsonlTail
 

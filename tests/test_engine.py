@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_agent_exporter.harnesses.claude_code import ClaudeCode
+from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.state import State
@@ -162,7 +162,7 @@ def test_a_reader_that_raises_costs_one_record(
 ) -> None:
     path = journal_path(tmp_path)
     path.write_bytes(b"".join(journal))
-    from coding_agent_exporter.harnesses import claude_code
+    from coding_agent_exporter.harnesses.claude_code import harness as claude_code
 
     real = claude_code.JournalReader._assistant
     calls = {"n": 0}

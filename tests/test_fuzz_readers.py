@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coding_agent_exporter.harnesses import HARNESSES, RecordRejected
-from coding_agent_exporter.harnesses.vibe_unified import JournalReader, record_hash
+from coding_agent_exporter.harnesses.vibe.unified import JournalReader, record_hash
 from coding_agent_exporter.state.state import State
 
 from .conftest import source_for

@@ -22,8 +22,8 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
-from coding_agent_exporter.harnesses.gemini_chat import ChatReader, Shared
-from coding_agent_exporter.harnesses.gemini_cli import GeminiCli, LogsReader
+from coding_agent_exporter.harnesses.gemini_cli.chat import ChatReader, Shared
+from coding_agent_exporter.harnesses.gemini_cli.harness import GeminiCli, LogsReader
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.state import State
 

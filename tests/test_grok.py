@@ -26,16 +26,16 @@ from coding_agent_exporter.events import (
     Usage,
 )
 from coding_agent_exporter.harnesses.fields import timestamp
-from coding_agent_exporter.harnesses.grok import Grok, IndexReader, decode_cwd
-from coding_agent_exporter.harnesses.grok_session import (
+from coding_agent_exporter.harnesses.grok.harness import Grok, IndexReader, decode_cwd
+from coding_agent_exporter.harnesses.grok.session import (
     ChatHistoryReader,
     EventsReader,
     PromptContextReader,
     Shared,
     SummaryReader,
 )
-from coding_agent_exporter.harnesses.grok_subagents import MetaReader
-from coding_agent_exporter.harnesses.grok_updates import UpdatesReader
+from coding_agent_exporter.harnesses.grok.subagents import MetaReader
+from coding_agent_exporter.harnesses.grok.updates import UpdatesReader
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.state import State
 

@@ -72,7 +72,13 @@ def test_a_stage_imports_only_the_stages_before_it(path: Path) -> None:
     assert others <= ALLOWED[stage], f"{stage} may not import {sorted(others - ALLOWED[stage])}"
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "harnesses").glob("*.py")), ids=lambda p: p.name)
+HARNESS_MODULES = sorted((PACKAGE / "harnesses").rglob("*.py"))
+AGENT_PACKAGES = sorted(p.parent for p in (PACKAGE / "harnesses").glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize(
+    "path", HARNESS_MODULES, ids=lambda p: str(p.relative_to(PACKAGE / "harnesses"))
+)
 def test_a_harness_does_no_io(path: Path) -> None:
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
@@ -94,3 +100,11 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
         "from ..runtime.engine import Engine\nfrom coding_agent_exporter.web import views\n"
     )
     assert imported_stages(module, tmp_path) == {"runtime", "web"}
+
+
+def test_every_registered_harness_lives_in_its_own_package() -> None:
+    from coding_agent_exporter.harnesses import HARNESSES
+
+    for name, harness in HARNESSES.items():
+        parts = harness.__module__.split(".")
+        assert parts[:2] == ["coding_agent_exporter", "harnesses"] and len(parts) == 4, name

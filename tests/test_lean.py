@@ -12,8 +12,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from coding_agent_exporter.events import ToolCallEnded
-from coding_agent_exporter.harnesses.claude_code import ClaudeCode
-from coding_agent_exporter.harnesses.claude_schema import Record
+from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode
+from coding_agent_exporter.harnesses.claude_code.schema import Record
 from coding_agent_exporter.runtime.pool import _lean, decoder
 from coding_agent_exporter.sources.decode import lean, loads
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_agent_exporter.harnesses.claude_code import ClaudeCode
+from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.labels import live_state

@@ -37,7 +37,7 @@ from coding_agent_exporter.events import (
     Usage,
 )
 from coding_agent_exporter.harnesses import HARNESSES
-from coding_agent_exporter.harnesses.codex import Codex
+from coding_agent_exporter.harnesses.codex.harness import Codex
 from coding_agent_exporter.runtime.cache import Cache, Snapshot
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources import tail

@@ -32,8 +32,8 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
-from coding_agent_exporter.harnesses.pi import HISTORY, HistoryReader, OhMyPi, Pi
-from coding_agent_exporter.harnesses.pi_transcript import Shared, TranscriptReader
+from coding_agent_exporter.harnesses.pi.harness import HISTORY, HistoryReader, OhMyPi, Pi
+from coding_agent_exporter.harnesses.pi.transcript import Shared, TranscriptReader
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.processes import process_start
 from coding_agent_exporter.sources.terminals import omp_terminal

@@ -12,10 +12,10 @@ import pytest
 
 from coding_agent_exporter.events import LiveIndexRead, ModelResponded, TurnEnded, TurnStarted
 from coding_agent_exporter.harnesses.base import RecordRejected
-from coding_agent_exporter.harnesses.vibe import Vibe
-from coding_agent_exporter.harnesses.vibe_legacy import Legacy, MessagesReader, MetaReader
-from coding_agent_exporter.harnesses.vibe_store import Store, usage
-from coding_agent_exporter.harnesses.vibe_unified import JournalReader, record_hash
+from coding_agent_exporter.harnesses.vibe.harness import Vibe
+from coding_agent_exporter.harnesses.vibe.legacy import Legacy, MessagesReader, MetaReader
+from coding_agent_exporter.harnesses.vibe.store import Store, usage
+from coding_agent_exporter.harnesses.vibe.unified import JournalReader, record_hash
 from coding_agent_exporter.runtime.config import parse
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.runtime.settings import settings_of

@@ -1,4 +1,6 @@
-"""The registry of harnesses: adding an agent is one module and one line here."""
+"""The registry of harnesses: adding an agent is one package (`harnesses/<agent>/`, its reader
+modules and a README of what it reads) and one line here. `base` is the interface every harness
+implements; `fields` the helpers they share."""
 
 from __future__ import annotations
 

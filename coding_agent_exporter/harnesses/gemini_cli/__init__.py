@@ -1,0 +1,5 @@
+"""Gemini CLI: what its files say (see README.md beside this file)."""
+
+from .harness import GeminiCli
+
+__all__ = ["GeminiCli"]

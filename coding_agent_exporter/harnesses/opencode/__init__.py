@@ -1,0 +1,5 @@
+"""OpenCode: what its files say (see README.md beside this file)."""
+
+from .harness import OpenCode
+
+__all__ = ["OpenCode"]
