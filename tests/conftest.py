@@ -56,19 +56,22 @@ def scenario_id(path: Path) -> str:
     return f"{prefix}{path.parent.name}-{path.name}"
 
 
+AGENT_HOMES = {
+    "claude-code": ".",  # a Claude fixture's `home` is Claude's own folder
+    "codex": ".codex",
+    "gemini-cli": ".gemini",
+    "grok": ".grok",
+    "oh-my-pi": ".",
+    "opencode": ".local/share/opencode",  # its data folder
+    "pi": "agent",  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)
+    "vibe": ".vibe",
+}
+"""Where each agent's home sits inside a fixture's `home/` (one line per agent)."""
+
+
 def agent_home(home: Path) -> Path:
-    """A fixture's `home` is the user's home for Codex (`home/.codex`), the agent's for Claude."""
-    if agent_of(home) == "gemini-cli":
-        return home / ".gemini"
-    if agent_of(home) == "pi":
-        return home / "agent"  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)
-    if agent_of(home) == "grok":
-        return home / ".grok"
-    if agent_of(home) == "vibe":
-        return home / ".vibe"
-    if agent_of(home) == "opencode":
-        return home / ".local" / "share" / "opencode"  # its data folder
-    return home / ".codex" if agent_of(home) == "codex" else home
+    """The agent's home inside a fixture's `home` (`home/.codex` for Codex, `home` for Claude)."""
+    return home / AGENT_HOMES.get(agent_of(home), ".")
 
 
 def home_flags(home: Path) -> list[str]:
