@@ -56,7 +56,7 @@ def scenario_id(path: Path) -> str:
     return f"{prefix}{path.parent.name}-{path.name}"
 
 
-AGENT_HOMES = {
+FIXTURE_HOMES = {
     "claude-code": ".",  # a Claude fixture's `home` is Claude's own folder
     "codex": ".codex",
     "gemini-cli": ".gemini",
@@ -71,7 +71,7 @@ AGENT_HOMES = {
 
 def agent_home(home: Path) -> Path:
     """The agent's home inside a fixture's `home` (`home/.codex` for Codex, `home` for Claude)."""
-    return home / AGENT_HOMES.get(agent_of(home), ".")
+    return home / FIXTURE_HOMES.get(agent_of(home), ".")
 
 
 def home_flags(home: Path) -> list[str]:

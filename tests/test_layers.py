@@ -102,6 +102,27 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     assert imported_stages(module, tmp_path) == {"runtime", "web"}
 
 
+@pytest.mark.parametrize("package", AGENT_PACKAGES, ids=lambda p: p.name)
+def test_an_agent_is_one_package_with_a_readme_that_imports_no_other_agent(package: Path) -> None:
+    """`harnesses/<agent>/`: its reader modules, a README of what it reads, and imports of the
+    shared interface (`base`, `fields`) but of no other agent's package."""
+    readme = package / "README.md"
+    assert readme.is_file(), f"{package.name} has no README.md"
+    text = readme.read_text()
+    for section in (
+        "## Files read",
+        "## Versions recorded",
+        "## What it reveals",
+        "## What it cannot tell",
+    ):
+        assert section in text, f"{readme}: no {section!r} section"
+    others = {p.name for p in AGENT_PACKAGES} - {package.name}
+    for module in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                assert node.module.split(".")[0] not in others, f"{module}: {ast.unparse(node)}"
+
+
 def test_every_registered_harness_lives_in_its_own_package() -> None:
     from coding_agent_exporter.harnesses import HARNESSES
 
