@@ -9,6 +9,7 @@ from the records, never from the encoded folder name (the encoding is lossy).
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -55,10 +56,25 @@ before any conversation record of its own, are such copies. Once the journal has
 an older timestamp is only a clock that went back, and counts as usual."""
 
 
+_AGENT_ID = re.compile(r"^agentId: ([A-Za-z0-9_-]+)", re.M)
+_LAUNCHED = "Async agent launched"
+
+
+def agent_result_of(text: str) -> dict[str, str]:
+    """What an Agent call's result text says, where no `toolUseResult` came with it (a
+    sub-agent's journal: the call that started a grandchild): the agent's id when it names
+    one (a failed agent's error does not), and whether it was only launched (background)
+    rather than run to its end."""
+    found = _AGENT_ID.search(text)
+    status = "async_launched" if text.lstrip().startswith(_LAUNCHED) else "completed"
+    return {"status": status} if found is None else {"agentId": found.group(1), "status": status}
+
+
 class JournalReader:
     """A lead journal, or a sub-agent's journal when `subagent_id` is given."""
 
     __slots__ = (  # one per followed journal: no dict of its own
+        "agent_calls",
         "at",
         "copying",
         "cwd",
@@ -84,6 +100,7 @@ class JournalReader:
         self.request_id = ""  # the message last responded, and when it was requested
         self.requested_at: float | None = None
         self.cwd: str | None = None
+        self.agent_calls: set[str] = set()  # Agent calls of this journal awaiting their result
 
     def __getstate__(self) -> tuple[Any, ...]:
         """Flat, for the catch-up cache: a pickler keeps what it made to write each reader."""
@@ -256,6 +273,7 @@ class JournalReader:
             )
         ]
         if tool in AGENT_TOOLS:
+            self.agent_calls.add(call_id)
             raw = arguments
             args: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
             kind, title = args.get("subagent_type"), args.get("description")
@@ -280,20 +298,22 @@ class JournalReader:
         for part in content if isinstance(content, list) else []:
             if isinstance(part, dict) and part.get("type") == "tool_result":
                 events += self._tool_result(record, part)
-        if events or not self.main:
+        if events:
             return events
         text = text_of(content)
         origin = record.get("origin")
         sender = origin.get("from") if isinstance(origin, dict) and origin.get("handback") else None
-        if isinstance(sender, str):
+        if isinstance(sender, str):  # a sub-agent of this journal's agent reported back
             return [
                 SubagentEnded(
                     session_id=self.session_id, at=self.at, subagent_id=sender, outcome="completed"
                 )
             ]
         notified = notification_end(self.session_id, text, self.at)
-        if notified is not None:
+        if notified is not None:  # also in a sub-agent's journal: its own background child
             return [notified]
+        if not self.main:
+            return []
         if text.lstrip().startswith(INTERRUPTED):
             return [TurnEnded(session_id=self.session_id, at=self.at, outcome="interrupted")]
         if is_prompt(record, text):
@@ -314,7 +334,12 @@ class JournalReader:
             return []
         result = record.get("toolUseResult")
         outcome: ToolOutcome = "error" if part.get("is_error") is True else "ok"
-        text = text_of(_refusal(part.get("content")))
+        launching = call_id in self.agent_calls  # its text names the agent: decode it whole
+        self.agent_calls.discard(call_id)
+        content = part.get("content")
+        text = text_of(
+            whole(content) if launching and isinstance(content, Raw) else _refusal(content)
+        )
         if (
             record.get("toolDenialKind")
             or (isinstance(result, str) and result.startswith(_REJECTED[1]))
@@ -330,7 +355,9 @@ class JournalReader:
                 result=text,
             )
         ]
-        if isinstance(result, dict) and isinstance(result.get("agentId"), str):
+        if launching and not isinstance(result, dict):  # a sub-agent's journal: no toolUseResult
+            events += self._agent_result(call_id, agent_result_of(text), outcome)
+        elif isinstance(result, dict) and isinstance(result.get("agentId"), str):
             events += self._agent_result(call_id, result, outcome)
         elif isinstance(result, dict) and outcome == "ok":
             launched = run_launched(self.session_id, self.at, call_id, result)
@@ -340,17 +367,19 @@ class JournalReader:
     def _agent_result(
         self, call_id: str, result: Mapping[str, Any], outcome: ToolOutcome
     ) -> list[Event]:
-        agent_id = result["agentId"]
+        agent_id = result.get("agentId")
         launched = result.get("status") == "async_launched" or result.get("isAsync") is True
-        events: list[Event] = [
-            SubagentStarted(
-                session_id=self.session_id,
-                at=None,
-                call_id=call_id,
-                subagent_id=agent_id,
-                background=True if launched else None,
+        events: list[Event] = []
+        if isinstance(agent_id, str):
+            events.append(
+                SubagentStarted(
+                    session_id=self.session_id,
+                    at=None,
+                    call_id=call_id,
+                    subagent_id=agent_id,
+                    background=True if launched else None,
+                )
             )
-        ]
         if not launched:
             ended: SubagentOutcome = "completed" if outcome == "ok" else "failed"
             if outcome in ("rejected", "cancelled"):
