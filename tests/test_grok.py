@@ -37,6 +37,7 @@ from coding_agent_exporter.harnesses.grok.session import (
 from coding_agent_exporter.harnesses.grok.subagents import MetaReader
 from coding_agent_exporter.harnesses.grok.updates import UpdatesReader
 from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
@@ -477,3 +478,62 @@ def test_fixture_files_parse() -> None:
         text = path.read_text()
         for line in text.splitlines() if path.suffix == ".jsonl" else [text]:
             json.loads(line)
+
+
+WAITED = Path(__file__).resolve().parent.parent / "fixtures" / "grok" / "0.2.111"
+WAITED = WAITED / "subagent-background-waited"
+
+
+def _stub_sent(scenario: Path) -> dict[str, int]:
+    """What the stub answered to the lead's and its sub-agent's requests (titles are in no file)."""
+    sent = {"input": 0, "output": 0, "cache_read": 0}
+    for line in (scenario / "stub-log.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if entry.get("kind") in ("main", "sub") and entry.get("status") == 200:
+            usage = entry["usage"]
+            cached = usage["prompt_tokens_details"]["cached_tokens"]
+            sent["input"] += usage["prompt_tokens"] - cached
+            sent["cache_read"] += cached
+            sent["output"] += usage["completion_tokens"]
+    return sent
+
+
+def test_a_background_subagent_its_lead_waited_for_is_counted_once() -> None:
+    """Recorded: the lead spawned a background sub-agent, then waited for it with
+    `get_command_or_subagent_output`; the lead's `turn_completed` counts the sub-agent's calls,
+    and so does the sub-agent's own. The session's tokens are the stub's, once (they were
+    about 1.5x before)."""
+    sent = _stub_sent(WAITED)
+    assert sent == {"input": 9500, "output": 265, "cache_read": 3000}
+    engine = Engine([Source(Grok(), WAITED / "home" / ".grok")], State(), Stats())
+    engine.catch_up()
+    (session,) = engine.state.sessions.values()
+    assert {k: getattr(session.tokens, k) for k in sent} == sent
+
+
+def test_the_waited_subagent_is_counted_once_when_its_rows_are_read_as_they_were_written() -> None:
+    """Live, the sub-agent's `turn_completed` is written (and read) before its lead's: both
+    folders' rows fed in the order of their times give the same count as a catch-up."""
+    home = WAITED / "home" / ".grok"
+    grok = Grok()
+    rows: list[tuple[float, int, Any, dict[str, Any]]] = []
+    files = sorted(home.glob("sessions/*/*/updates.jsonl")) + sorted(
+        home.glob("sessions/*/*/events.jsonl")
+    )
+    for n, path in enumerate(files):
+        reader = grok.reader(PurePosixPath(path.relative_to(home).as_posix()))
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            at = record.get("ts") or record["params"]["_meta"]["agentTimestampMs"] / 1000
+            rows.append((timestamp(at) or 0.0, n, reader, record))
+    for path in sorted(home.glob("sessions/*/*/subagents/*/meta.json")):
+        grok.reader(PurePosixPath(path.relative_to(home).as_posix())).feed(
+            json.loads(path.read_text())
+        )
+    state = State()
+    for _, _, reader, record in sorted(rows, key=lambda row: (row[0], row[1])):
+        for event in reader.feed(record):
+            state.apply("grok", event)
+    (session,) = state.sessions.values()
+    sent = _stub_sent(WAITED)
+    assert {k: getattr(session.tokens, k) for k in sent} == sent

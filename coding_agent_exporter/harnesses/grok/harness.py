@@ -91,6 +91,8 @@ class Grok(Defaults):
         shared = self.of(session_id)
         shared.child = True
         shared.parent = parent or shared.parent
+        if shared.parent is not None:
+            shared.lead = self.of(shared.parent)
         shared.background = shared.background if background is None else background
 
     def of(self, session_id: str) -> Shared:

@@ -39,7 +39,7 @@ from ...events import (
 )
 from ..fields import nonempty, timestamp, title_of
 from .subagents import Marker
-from .turns import PromptTurns
+from .turns import KEPT, PromptTurns
 
 _RUNNING = frozenset({"waiting_for_model", "streaming_text", "streaming_reasoning"})
 _PHASE_OUTCOME: dict[str, TurnOutcome] = {
@@ -69,6 +69,24 @@ class Shared:
     turns: PromptTurns = field(default_factory=PromptTurns)
     usage: list[tuple[str, float, float | None, Usage]] = field(default_factory=list)
     """Turn usage waiting for a model: message id, time, request time, usage."""
+    lead: Shared | None = None  # a sub-agent's folder: its lead session's
+    counted: list[tuple[float, float]] = field(default_factory=list)
+    """The spans of the last turns whose usage this (lead) session wrote: from the prompt to the
+    `turn_completed`. A background sub-agent that finished inside one was counted in it."""
+
+    def counts(self, at: float) -> bool:
+        """A sub-agent's turn that ended at `at` was counted in one of this lead's turns: one
+        that ended after it began before it, or one still under way that began before it (a
+        lead waiting for a background sub-agent, `get_command_or_subagent_output`, writes the
+        sub-agent's calls into its own turn's usage, as it does a foreground one's)."""
+        if self.turns.open_at is not None and self.turns.open_at <= at:
+            return True
+        return any(start <= at <= end for start, end in self.counted)
+
+    def turn_counted(self, at: float) -> None:
+        """This (lead) session wrote the usage of its turn at `at`."""
+        start = self.turns.started_at if self.turns.started_at is not None else at
+        self.counted = [*self.counted[-KEPT + 1 :], (min(start, at), at)]
 
     def status(self) -> tuple[str | None, str | None, float | None]:
         """The session's status word (as `labels.live_state` reads it), reason and since when."""

@@ -156,8 +156,12 @@ class UpdatesReader:
             reasoning=count(usage.get("reasoningTokens")),
         )
         message_id = f"{self.session_id}/{prompt}"
-        if self.shared.child:  # a background sub-agent's turn: the lead's did not count it
+        if self.shared.child:  # a background sub-agent's turn, unless its lead's counted it
+            lead = self.shared.lead
+            if lead is not None and lead.counts(at):
+                return []
             return _subagent_usage(self.shared, self.session_id, message_id, at, counted, usage)
+        self.shared.turn_counted(at)
         return self.shared.turn_usage(message_id, at, counted)
 
     def _retry(self, update: Mapping[str, Any], at: float) -> list[Event]:
