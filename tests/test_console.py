@@ -623,3 +623,45 @@ def test_a_dashboard_link_that_does_not_know_the_agent_opens_the_session(
         assert tab.locator(".fact:has(dt:text-is('Agent')) dd").inner_text() == (
             "claude-code 2.1.332"
         )
+
+
+@pytest.mark.parametrize("scenario", ["subagent-nested", "subagent-nested-fails"])
+def test_the_session_view_draws_nested_subagents_at_every_level(
+    tmp_path: Path, tab: Any, scenario: str
+) -> None:
+    """A recorded lead → middle agent → grandchild (Claude Code 2.1.332): the sub-agent tree
+    holds the grandchild inside its parent's item, with the state its launching call gave it,
+    and the turn's waterfall nests each level under the call that started it, as the traces
+    export it (the golden) and as the recording's files say (each `.meta.json`'s parent)."""
+    facts = expected(V / scenario)["sessions"][0]
+    session = facts["session_id"]
+    metas = {
+        p.name.removesuffix(".meta.json").removeprefix("agent-"): json.loads(p.read_text())
+        for p in (V / scenario / "home" / "projects").rglob("agent-*.meta.json")
+    }
+    (grandchild,) = [a for a, m in metas.items() if m.get("parentAgentId")]
+    middle = metas[grandchild]["parentAgentId"]
+    states = {s["id"]: s["state"] for s in facts["subagents"]}
+    home = home_of(tmp_path, scenario)
+    with run_exporter(home, tmp_path, *OTHERS) as url:
+        open_console(tab, url, f"#/session/claude-code/{session}")
+        tab.wait_for_selector("ul.waterfall", timeout=10_000)
+        inner = tab.locator(f"li[data-subagent='{middle}'] li[data-subagent='{grandchild}']")
+        assert inner.count() == 1  # drawn inside its parent's item
+        for agent_id, state in states.items():
+            item = tab.locator(f"li[data-subagent='{agent_id}'] > .sub .state")
+            assert item.inner_text() == state, agent_id
+        drawn = dict(tab.eval_on_selector_all("details.turn", DRAWN))
+        golden = golden_trees(f"2.1.332-{scenario}")
+        assert set(drawn) == set(golden)
+        for trace, spans in golden.items():
+            nesting = [(depth, name) for depth, name, *_ in drawn[trace]]
+            assert nesting == [(depth, name) for depth, name, *_ in spans], trace
+        (turn,) = [t for t, spans in drawn.items() if any("Agent" in s[1] for s in spans)]
+        tree = [(d, n) for d, n, *_ in drawn[turn]]
+        agents = [d for d, n in tree if n.startswith("invoke_agent general-purpose")]
+        assert agents == [2, 4]  # the middle agent under the lead's call, its child under its own
+        assert tree[tree.index((4, "invoke_agent general-purpose")) - 1] == (
+            3,
+            "execute_tool Agent",
+        )
