@@ -33,7 +33,12 @@ from .conftest import app_for, home_flags
 from .test_traces import spans_for
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "claude-code" / "2.1.332"
-NESTED = ("subagent-nested", "subagent-nested-fails", "subagent-nested-running")
+NESTED = (
+    "subagent-nested",
+    "subagent-nested-fails",
+    "subagent-nested-running",
+    "interactive-nested",
+)
 
 
 def rows(home: Path, **kwargs: Any) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ _NOT_PROMPTS = (
 )
 INTERRUPTED = "[Request interrupted by user"
 _TASK_ID = re.compile(r"<tool-use-id>\s*([^<\s]+)\s*</tool-use-id>")
+_TASK_AGENT = re.compile(r"<task-id>\s*([^<\s]+)\s*</task-id>")
 _TASK_STATUS = re.compile(r"<status>\s*([^<\s]+)\s*</status>")
 _NOTIFY_OUTCOME: dict[str, SubagentOutcome] = {
     "completed": "completed",
@@ -89,13 +90,14 @@ def notification_end(session_id: str, text: str, at: float) -> SubagentEnded | N
     """The end of a background task announced by a `<task-notification>`."""
     if "<task-notification>" not in text:
         return None
-    call = _TASK_ID.search(text)
+    call, task = _TASK_ID.search(text), _TASK_AGENT.search(text)
     status = _TASK_STATUS.search(text)
-    if call is None or status is None or status.group(1) not in _NOTIFY_OUTCOME:
+    if (call is None and task is None) or status is None or status.group(1) not in _NOTIFY_OUTCOME:
         return None
-    return SubagentEnded(
-        session_id=session_id,
+    return SubagentEnded(  # by its call; by the agent's id where only that is named (2.1.332's
+        session_id=session_id,  # TUI, a sub-agent that ran its own background agent)
         at=at,
-        call_id=call.group(1),
+        call_id=call.group(1) if call is not None else None,
+        subagent_id=task.group(1) if call is None and task is not None else None,
         outcome=_NOTIFY_OUTCOME[status.group(1)],
     )
