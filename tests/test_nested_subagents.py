@@ -212,3 +212,37 @@ def test_engine_reads_the_nested_recording_with_no_running_leftover() -> None:
     engine.catch_up()
     (session,) = engine.state.sessions.values()
     assert all(s.state == "completed" for s in session.unique_subagents())
+
+
+CODEX = FIXTURES.parent.parent / "codex" / "0.171.0" / "subagent-nested"
+
+
+def test_codex_child_threads_that_spawn_are_read_under_their_parent_thread() -> None:
+    """Codex 0.171 with `[agents] max_depth = 2`: the lead spawns a child thread, which spawns
+    its own. Each thread's parent, state and tokens are the recording's facts (from the stub's
+    log and each rollout's `parent_thread_id`); its span sits under the spawn call."""
+    facts = json.loads((CODEX / "expected.json").read_text())
+    (session,) = facts["sessions"]
+    (row,) = rows(CODEX / "home")
+    got = {s["id"]: s for s in row["subagents"]}
+    assert set(got) == {s["id"] for s in session["subagents"]}
+    for sub in session["subagents"]:
+        parent = None if sub["parent"] == session["session_id"] else sub["parent"]
+        assert got[sub["id"]]["parent_id"] == parent, sub["id"]
+        assert got[sub["id"]]["state"] == sub["state"]
+        assert got[sub["id"]]["tokens"] == sub["tokens"]
+    assert [s["parent"] != session["session_id"] for s in session["subagents"]].count(True) == 1
+    assert row["tokens"] == facts["home"]["tokens"]
+    spans = spans_for(CODEX / "home")
+    by_id = {s.context.span_id: s for s in spans}
+    agents = {
+        s.attributes["gen_ai.agent.id"]: s
+        for s in spans
+        if s.name == "invoke_agent subagent" and s.attributes
+    }
+    for sub in session["subagents"]:
+        call = by_id[agents[sub["id"]].parent.span_id]  # type: ignore[union-attr]
+        assert call.name == "execute_tool multi_agent_v1.spawn_agent"
+        above = by_id[call.parent.span_id]  # type: ignore[union-attr]
+        if sub["parent"] != session["session_id"]:
+            assert above is agents[sub["parent"]]
