@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from ..sources.places import user_home
 from .base import RecordRejected
 
 LATEST = 253402300799.0
@@ -68,4 +69,4 @@ def home(environ: Mapping[str, str], variable: str, *default: str) -> Path:
     configured = environ.get(variable)
     if configured:
         return Path(configured)
-    return Path(environ.get("HOME", "~")).expanduser().joinpath(*default)
+    return user_home(environ).joinpath(*default)

@@ -18,10 +18,10 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..harnesses import HARNESSES
 from ..harnesses.base import Settings
+from ..sources.places import state_dir
 from ..sources.platform import PROBES
 from ..state.labels import ProjectLabel
 from ..state.price_file import PriceFileError, overrides
-from ..traces.checkpoint import default_dir
 from .flags import Parser, Setting, Switch, command_first, fill, value_flags
 from .settings import settings_of
 
@@ -266,7 +266,7 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
     )
     add(
         "--state.dir",
-        str(default_dir(environ)),
+        str(state_dir(environ)),
         "The exporter's own state (which turns "
         "were sent as traces). Never inside an agent's folder.",
         metavar="DIR",

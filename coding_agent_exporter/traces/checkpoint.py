@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,11 +31,6 @@ KEEP = 30 * 86400.0
 FILE = "traces-sent.json"
 OPEN_TRACES = 10_000
 """Open turns whose sent spans are remembered at most (the oldest forgotten first)."""
-
-
-def default_dir(environ: Mapping[str, str]) -> Path:
-    base = environ.get("XDG_STATE_HOME") or str(Path(environ.get("HOME", "~")) / ".local/state")
-    return Path(base).expanduser() / "coding-agent-exporter"
 
 
 class Checkpoint:

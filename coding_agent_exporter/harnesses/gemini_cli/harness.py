@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ...events import Event, SessionSeen
+from ...sources.places import user_home
 from ..base import Defaults, FileKind, FileReader
 from ..fields import nonempty, timestamp
 from .chat import ChatReader, Shared
@@ -48,7 +49,7 @@ class GeminiCli(Defaults):
         configured = environ.get("GEMINI_CLI_HOME")  # the CLI's own stand-in for $HOME
         if configured:
             return Path(configured) / ".gemini"
-        return Path(environ.get("HOME", "~")).expanduser() / ".gemini"
+        return user_home(environ) / ".gemini"
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
         parts = rel.parts

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
+from ...sources.places import user_home
 from ..base import Defaults, FileKind, FileReader
 from .database import DatabaseReader
 
@@ -29,12 +30,12 @@ class OpenCode(Defaults):
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
         database = environ.get("OPENCODE_DB", "")
-        if database.startswith("/"):
+        if database and Path(database).is_absolute():
             return Path(database).parent
         data = environ.get("XDG_DATA_HOME")
         if data:
             return Path(data) / "opencode"
-        return Path(environ.get("HOME", "~")).expanduser() / ".local" / "share" / "opencode"
+        return user_home(environ) / ".local" / "share" / "opencode"
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
         return "sqlite" if rel.parts == (DATABASE,) else None

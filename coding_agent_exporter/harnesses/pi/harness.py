@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ...events import Event, SessionSeen, TitleSet
+from ...sources.places import user_home
 from ..base import (
     Defaults,
     FileKind,
@@ -156,7 +157,7 @@ class OhMyPi(_PiFamily):
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
-        return Path(environ.get("HOME", "~")).expanduser() / ".omp"
+        return user_home(environ) / ".omp"
 
 
 def profile(name: str) -> bool:
