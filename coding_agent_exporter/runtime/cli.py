@@ -63,7 +63,8 @@ def _notify(config: Config) -> int:
     command = default_command(config.notify_command)
     host, port = config.notify_address
     try:
-        server = NotifyServer((host, port), command_notifier(command) if command else None)
+        notifier = command_notifier(command, os.environ) if command else None
+        server = NotifyServer((host, port), notifier)
     except OSError as error:
         log.error("notify: cannot listen on %s: %s", hostport(host, port), error)
         return 1

@@ -19,9 +19,10 @@ from .. import __version__
 from ..harnesses import HARNESSES
 from ..harnesses.base import Settings
 from ..sources.places import state_dir
-from ..sources.platform import PROBES
+from ..sources.platform import PROBES, current
 from ..state.labels import ProjectLabel
 from ..state.price_file import PriceFileError, overrides
+from ..web.notify import DEFAULT_COMMAND
 from .flags import Parser, Setting, Switch, command_first, fill, value_flags
 from .settings import settings_of
 
@@ -389,8 +390,10 @@ def _parser(
         environ,
         notify,
         "--notify.command",
-        "notify-send",
-        "Program run as COMMAND TITLE BODY for each alert; '' to only log them.",
+        DEFAULT_COMMAND[current().system],
+        "Program that shows each alert: notify-send (Linux), osascript (macOS's Notification "
+        "Center), powershell (a Windows toast), or any other, run as COMMAND TITLE BODY; '' "
+        "to only log them.",
         commands=notify_only,
         metavar="COMMAND",
     )
@@ -459,7 +462,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         web_config=Path(values["web.config.file"]) if values["web.config.file"] else None,
         output=values.get("output"),
         notify_address=values.get("notify.listen_address", ("127.0.0.1", 9095)),
-        notify_command=values.get("notify.command", "notify-send"),
+        notify_command=values.get("notify.command", DEFAULT_COMMAND[current().system]),
         pricing=values["pricing.file"] or None,
         window_limit=values["usage_window.token_limit"],
         grafana_url=values["web.grafana_url"] or None,
