@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _traces(config)
     if config.command == "push":
         return push(config)
+    if config.command == "service":
+        return _service(config)
     return serve(config)
 
 
@@ -79,6 +81,14 @@ def _notify(config: Config) -> int:
     server.serve_forever()
     server.server_close()
     return 0
+
+
+def _service(config: Config) -> int:
+    from . import service
+
+    system = service.SYSTEMS[config.service_for]
+    found = service.service_for(system, os.environ, service.launcher())
+    return service.main(config.service_action, found, dry_run=config.dry_run)
 
 
 def hostport(host: str, port: int) -> str:

@@ -24,12 +24,13 @@ from ..state.labels import ProjectLabel
 from ..state.price_file import PriceFileError, overrides
 from ..web.notify import DEFAULT_COMMAND
 from .flags import Parser, Setting, Switch, command_first, fill, value_flags
+from .service import ACTIONS, SYSTEMS
 from .settings import settings_of
 
 ENV_PREFIX = "CODING_AGENT_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:10464"
 DEFAULT_TELEMETRY_PATH = "/metrics"
-COMMANDS = ("serve", "sessions", "metrics", "traces", "push", "notify")
+COMMANDS = ("serve", "sessions", "metrics", "traces", "push", "notify", "service")
 DEFAULT_NOTIFY = "127.0.0.1:9095"
 SERVE = frozenset({"serve"})
 TRACING = frozenset({"serve", "traces", "push"})
@@ -67,6 +68,9 @@ class Config:
     otlp_metrics: bool = False  # push the families over OTLP too (`push` always does)
     user: str | None = None  # the OTLP resource's user.name
     probes: str = "auto"  # --platform.probes: the operating system's own probes, or portable
+    service_action: str = "status"  # `service install|uninstall|status`
+    service_for: str = "linux"  # --service.for: whose service file (linux, macos, windows)
+    dry_run: bool = False  # --service.dry-run: print the file, change nothing
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -397,7 +401,41 @@ def _parser(
         commands=notify_only,
         metavar="COMMAND",
     )
+    _service_flags(commands, known)
     return top, known
+
+
+def _service_flags(commands: Any, known: list[Setting | Switch]) -> None:
+    """`service install|uninstall|status`, `--service.for` and `--service.dry-run` (each also
+    spelled short: `--for`, `--dry-run`)."""
+    service = commands.add_parser(
+        "service",
+        help="install serve as this user's service (systemd user unit, LaunchAgent, logon task), "
+        "remove it, or say whether it runs",
+    )
+    service.add_argument("action", choices=ACTIONS, help="install, uninstall or status")
+    only = frozenset({"service"})
+    here = {v: k for k, v in SYSTEMS.items()}[current().system]
+    env = env_name("--service.for")
+    known.append(Setting("--service.for", env, here, None, list(SYSTEMS), only))
+    service.add_argument(
+        "--service.for",
+        "--for",
+        dest="service.for",
+        choices=list(SYSTEMS),
+        default=argparse.SUPPRESS,
+        help=f"whose service to write: linux, macos or windows [env {env}] (default: {here})",
+    )
+    env = env_name("--service.dry-run")
+    known.append(Switch("--service.dry-run", env, False, only))
+    service.add_argument(
+        "--service.dry-run",
+        "--dry-run",
+        dest="service.dry_run",
+        action=argparse.BooleanOptionalAction,
+        default=argparse.SUPPRESS,
+        help=f"print the file and the commands, change nothing [env {env}]",
+    )
 
 
 def _home_flag(name: str, values: Mapping[str, Any]) -> str:
@@ -471,6 +509,9 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         otlp_metrics=values["otlp.metrics"],
         user=values["label.user"] or None,
         probes=values["platform.probes"],
+        service_action=values.get("action", "status"),
+        service_for=values["service.for"],
+        dry_run=values["service.dry_run"],
     )
 
 

@@ -1,4 +1,6 @@
-"""pi (`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`) and oh-my-pi (`~/.omp`): one transcript format.
+"""pi (`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`) and oh-my-pi (`~/${PI_CONFIG_DIR:-.omp}`).
+
+One transcript format.
 
 Files read (everything else is left alone: `auth.json`, `models.json`/`models.yml`, the other
 SQLite stores, logs, caches):
@@ -157,7 +159,7 @@ class OhMyPi(_PiFamily):
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
-        return user_home(environ) / ".omp"
+        return user_home(environ) / (environ.get("PI_CONFIG_DIR") or ".omp")  # omp's own rule
 
 
 def profile(name: str) -> bool:
