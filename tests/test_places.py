@@ -47,9 +47,9 @@ def test_windows_keeps_state_in_local_appdata(monkeypatch: pytest.MonkeyPatch) -
     assert state_dir({"HOME": "/ignored"}, "windows") == known == Path(WINDOWS_LOCAL) / APP
     monkeypatch.delenv("WIN_PD_OVERRIDE_LOCAL_APPDATA")
     found = state_dir({"LOCALAPPDATA": "D:\\Local"}, "windows")
-    assert found == Path("D:\\Local\\coding-agent-exporter")
+    assert found == Path("D:\\Local") / APP
     found = state_dir({"USERPROFILE": "C:\\Users\\ada"}, "windows")
-    assert found == Path(WINDOWS_LOCAL + "\\coding-agent-exporter")
+    assert found == Path("C:\\Users\\ada") / "AppData" / "Local" / APP
 
 
 def test_a_service_logs_into_the_state_folder() -> None:

@@ -129,16 +129,21 @@ def test_the_launcher_is_this_installation_s_own_script(tmp_path: Path) -> None:
     assert service.launcher(str(python)) == [str(tmp_path / "bin" / "coding-agent-exporter")]
 
 
-def fake_systemctl(folder: Path, calls: Path, active: str = "active") -> Path:
+def stand_in(folder: Path, name: str, calls: Path, says: str = "") -> Path:
+    """A program `name` in `folder` that records its arguments in `calls` and prints `says`."""
     folder.mkdir(exist_ok=True)
-    path = folder / "systemctl"
+    path = folder / name
     path.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
         f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        f"if sys.argv[2:3] == ['is-active']: print({active!r})\n"
+        f"print({says!r})\n"
     )
     path.chmod(0o755)
     return folder
+
+
+def recorded(calls: Path) -> list[list[str]]:
+    return [json.loads(line) for line in calls.read_text().splitlines()]
 
 
 def cli(home: Path, path: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -172,12 +177,12 @@ def test_install_status_uninstall_for_real_with_systemctl_absent(tmp_path: Path)
 
 def test_install_and_uninstall_ask_systemctl_to_start_and_stop_it(tmp_path: Path) -> None:
     home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
-    path = str(fake_systemctl(tmp_path / "bin", calls))
+    path = str(stand_in(tmp_path / "bin", "systemctl", calls, says="active"))
     assert cli(home, path, "install", "--for", "linux").returncode == 0
     status = cli(home, path, "status", "--for", "linux")
     assert status.returncode == 0 and "systemd says: active" in status.stdout
     assert cli(home, path, "uninstall", "--for", "linux").returncode == 0
-    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+    assert recorded(calls) == [
         ["--user", "daemon-reload"],
         ["--user", "enable", "--now", "coding-agent-exporter.service"],
         ["--user", "is-active", "coding-agent-exporter.service"],
@@ -225,3 +230,50 @@ def test_the_flags_have_their_variables(tmp_path: Path) -> None:
     )
     assert shown.returncode == 0 and "<key>RunAtLoad</key>" in shown.stdout
     assert not (home / "Library").exists()
+
+
+def test_the_launch_agent_is_bootstrapped_into_the_user_s_gui_domain(tmp_path: Path) -> None:
+    """A stand-in `launchctl` on PATH: what it is asked, in order (no launchd runs here)."""
+    home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
+    path = str(stand_in(tmp_path / "bin", "launchctl", calls, says="\tstate = running"))
+    assert cli(home, path, "install", "--for", "macos").returncode == 0
+    status = cli(home, path, "status", "--for", "macos")
+    assert status.returncode == 0 and "launchctl says: running" in status.stdout
+    assert cli(home, path, "uninstall", "--for", "macos").returncode == 0
+    plist = str(home / "Library/LaunchAgents" / f"{LABEL}.plist")
+    domain = f"gui/{os.getuid()}"
+    assert recorded(calls) == [
+        ["bootout", f"{domain}/{LABEL}"],  # an older copy, if loaded
+        ["bootstrap", domain, plist],
+        ["print", f"{domain}/{LABEL}"],
+        ["bootout", f"{domain}/{LABEL}"],
+    ]
+
+
+def test_the_logon_task_is_registered_from_its_xml_and_started(tmp_path: Path) -> None:
+    """A stand-in `schtasks` on PATH (no Task Scheduler runs here)."""
+    home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
+    path = str(stand_in(tmp_path / "bin", "schtasks", calls, says="Status: Running"))
+    local = tmp_path / "local"
+    env = {**os.environ, "HOME": str(home), "PATH": path, "LOCALAPPDATA": str(local)}
+    env |= {"USERDOMAIN": "PC", "USERNAME": "ada"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [*CLI, *args, "--for", "windows"]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+    assert run("install").returncode == 0
+    xml = local / "coding-agent-exporter" / "coding-agent-exporter-task.xml"
+    task = ElementTree.fromstring(xml.read_bytes())
+    ns = {"t": TASK_NAMESPACE}
+    assert task.findtext("t:Triggers/t:LogonTrigger/t:UserId", namespaces=ns) == "PC\\ada"
+    status = run("status")
+    assert status.returncode == 0 and "schtasks says: running" in status.stdout
+    assert run("uninstall").returncode == 0 and not xml.exists()
+    assert recorded(calls) == [
+        ["/Create", "/XML", str(xml), "/TN", "coding-agent-exporter", "/F"],
+        ["/Run", "/TN", "coding-agent-exporter"],
+        ["/Query", "/TN", "coding-agent-exporter", "/FO", "LIST"],
+        ["/End", "/TN", "coding-agent-exporter"],
+        ["/Delete", "/TN", "coding-agent-exporter", "/F"],
+    ]

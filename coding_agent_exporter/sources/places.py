@@ -21,7 +21,7 @@ stays a pure function of argv and environ; Windows' known folder is asked of Win
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
 
 from .platform import current
 
@@ -63,9 +63,8 @@ def _windows_state(environ: Mapping[str, str]) -> Path:
         pass  # not Windows (a test), or neither the known folder nor the registry answered
     local = environ.get("LOCALAPPDATA")
     if local:
-        return Path(str(PureWindowsPath(local) / APP))
-    profile = PureWindowsPath(environ.get("USERPROFILE") or str(Path.home()))
-    return Path(str(profile / "AppData" / "Local" / APP))
+        return Path(local) / APP
+    return user_home(environ, "windows") / "AppData" / "Local" / APP
 
 
 def logs_dir(state: Path) -> Path:
