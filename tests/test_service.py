@@ -129,14 +129,15 @@ def test_the_launcher_is_this_installation_s_own_script(tmp_path: Path) -> None:
     assert service.launcher(str(python)) == [str(tmp_path / "bin" / "coding-agent-exporter")]
 
 
-def stand_in(folder: Path, name: str, calls: Path, says: str = "") -> Path:
-    """A program `name` in `folder` that records its arguments in `calls` and prints `says`."""
+def stand_in(folder: Path, name: str, calls: Path, says: str = "", code: int = 0) -> Path:
+    """A program `name` in `folder` that records its arguments in `calls`, prints `says` and
+    exits with `code`."""
     folder.mkdir(exist_ok=True)
     path = folder / name
     path.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
         f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        f"print({says!r})\n"
+        f"print({says!r})\nsys.exit({code})\n"
     )
     path.chmod(0o755)
     return folder
@@ -277,3 +278,18 @@ def test_the_logon_task_is_registered_from_its_xml_and_started(tmp_path: Path) -
         ["/End", "/TN", "coding-agent-exporter"],
         ["/Delete", "/TN", "coding-agent-exporter", "/F"],
     ]
+
+
+def test_a_start_that_fails_says_so_and_how_to_start_it_later(tmp_path: Path) -> None:
+    """No user manager (a container, WSL without systemd): the unit stays written, the exit
+    code is 1, and the commands to start it are printed."""
+    home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
+    path = str(
+        stand_in(tmp_path / "bin", "systemctl", calls, says="Failed to connect to bus", code=1)
+    )
+    done = cli(home, path, "install", "--for", "linux")
+    assert done.returncode == 1
+    assert "daemon-reload failed (1): Failed to connect to bus" in done.stdout
+    assert "written but not started; once that works, start it with: systemctl" in done.stdout
+    assert (home / ".config/systemd/user/coding-agent-exporter.service").exists()
+    assert recorded(calls) == [["--user", "daemon-reload"]]

@@ -154,7 +154,10 @@ def _install(service: Service, dry_run: bool, has_tool: bool, run: Run, out: Out
     if not has_tool:
         out(f"{service.tool} not found: not started; start it with: " + _joined(service.start))
         return 0
-    return _steps(service.start, run, out)
+    if _steps(service.start, run, out) != 0:
+        out("written but not started; once that works, start it with: " + _joined(service.start))
+        return 1
+    return 0
 
 
 def _uninstall(service: Service, dry_run: bool, has_tool: bool, run: Run, out: Out) -> int:
@@ -219,9 +222,11 @@ def _step(argv: Sequence[str], run: Run, out: Out, quiet: bool = False) -> bool:
     except (OSError, subprocess.SubprocessError) as error:
         out(f"{' '.join(argv)}: {error}")
         return False
-    if done.returncode != 0 and not quiet:
+    if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()
-        out(f"{' '.join(argv)} failed ({done.returncode}): {said}")
-        return False
+        out(
+            f"{' '.join(argv)} failed ({done.returncode}): {said}" + (" (ignored)" if quiet else "")
+        )
+        return quiet
     out(f"ran: {' '.join(argv)}")
     return True
