@@ -99,3 +99,17 @@ def test_each_agent_s_default_home_is_under_the_user_s_home_on_windows(
     environ = {"HOME": "/c/Users/ada", "USERPROFILE": "C:\\Users\\ada"}
     found = HARNESSES[agent].default_home(environ)
     assert found == Path("C:\\Users\\ada").joinpath(*folder.split("/"))
+
+
+def test_a_project_under_the_windows_profile_is_shown_under_tilde(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coding_agent_exporter.sources import platform
+    from coding_agent_exporter.state.labels import ProjectLabel
+
+    label = ProjectLabel("path", "C:\\Users\\ada")
+    assert label("C:\\Users\\ada\\work\\shop") == "~\\work\\shop"
+    assert label("C:\\Users\\adam\\shop") == "C:\\Users\\adam\\shop"
+    monkeypatch.setattr(platform, "_chosen", platform.detect(name="win32"))
+    environ = {"HOME": "/c/Users/ada", "USERPROFILE": "C:\\Users\\ada"}
+    assert parse(["metrics"], environ).project.home == "C:\\Users\\ada"

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..harnesses import HARNESSES
 from ..harnesses.base import Settings
-from ..sources.places import state_dir
+from ..sources.places import state_dir, user_home
 from ..sources.platform import PROBES, current
 from ..state.labels import ProjectLabel
 from ..state.price_file import PriceFileError, overrides
@@ -438,6 +438,13 @@ def _service_flags(commands: Any, known: list[Setting | Switch]) -> None:
     )
 
 
+def _home_shown(environ: Mapping[str, str]) -> str:
+    """The home a project path is shown under as `~`: the one the agents use (`USERPROFILE` on
+    Windows), only when the environment names it."""
+    name = "USERPROFILE" if current().windows else "HOME"
+    return str(user_home(environ)) if environ.get(name) else ""
+
+
 def _home_flag(name: str, values: Mapping[str, Any]) -> str:
     """The flag that set where an agent's files are: an option of its own that names the
     folder (Vibe's --vibe.session-dir), else its home flag."""
@@ -486,7 +493,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         port=port,
         telemetry_path=values["web.telemetry_path"],
         settings=settings,
-        project=ProjectLabel(values["label.project"], environ.get("HOME", "")),
+        project=ProjectLabel(values["label.project"], _home_shown(environ)),
         log_level=values["log.level"],
         log_format=values["log.format"],
         json=values.get("json", False),

@@ -27,7 +27,7 @@ class ProjectLabel:
             return ""
         if self.mode == "basename":
             return PurePath(cwd).name
-        home = self.home.rstrip("/")
-        if home and (cwd == home or cwd.startswith(home + "/")):
+        home = self.home.rstrip("/\\")  # Windows' cwds use backslashes
+        if home and (cwd == home or cwd.startswith((home + "/", home + "\\"))):
             return "~" + cwd[len(home) :]
         return cwd
