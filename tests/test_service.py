@@ -147,9 +147,9 @@ def recorded(calls: Path) -> list[list[str]]:
     return [json.loads(line) for line in calls.read_text().splitlines()]
 
 
-def cli(home: Path, path: str, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(home: Path, path: str, *args: str, **more: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
-    env.update(HOME=str(home), PATH=path, CODEX_HOME=str(home / "codex"))
+    env.update(HOME=str(home), PATH=path, CODEX_HOME=str(home / "codex"), **more)
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, env=env, check=False, timeout=60
     )
@@ -176,13 +176,19 @@ def test_install_status_uninstall_for_real_with_systemctl_absent(tmp_path: Path)
     assert list(unit.parent.iterdir()) == []  # nothing else was written there
 
 
+def cycle(home: Path, path: str, system: str, **more: str) -> str:
+    """install, status, uninstall for `system`, each exiting 0; what status said."""
+    assert cli(home, path, "install", "--for", system, **more).returncode == 0
+    status = cli(home, path, "status", "--for", system, **more)
+    assert status.returncode == 0, status.stdout
+    assert cli(home, path, "uninstall", "--for", system, **more).returncode == 0
+    return status.stdout
+
+
 def test_install_and_uninstall_ask_systemctl_to_start_and_stop_it(tmp_path: Path) -> None:
     home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
     path = str(stand_in(tmp_path / "bin", "systemctl", calls, says="active"))
-    assert cli(home, path, "install", "--for", "linux").returncode == 0
-    status = cli(home, path, "status", "--for", "linux")
-    assert status.returncode == 0 and "systemd says: active" in status.stdout
-    assert cli(home, path, "uninstall", "--for", "linux").returncode == 0
+    assert "systemd says: active" in cycle(home, path, "linux")
     assert recorded(calls) == [
         ["--user", "daemon-reload"],
         ["--user", "enable", "--now", "coding-agent-exporter.service"],
@@ -237,10 +243,7 @@ def test_the_launch_agent_is_bootstrapped_into_the_user_s_gui_domain(tmp_path: P
     """A stand-in `launchctl` on PATH: what it is asked, in order (no launchd runs here)."""
     home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
     path = str(stand_in(tmp_path / "bin", "launchctl", calls, says="\tstate = running"))
-    assert cli(home, path, "install", "--for", "macos").returncode == 0
-    status = cli(home, path, "status", "--for", "macos")
-    assert status.returncode == 0 and "launchctl says: running" in status.stdout
-    assert cli(home, path, "uninstall", "--for", "macos").returncode == 0
+    assert "launchctl says: running" in cycle(home, path, "macos")
     plist = str(home / "Library/LaunchAgents" / f"{LABEL}.plist")
     domain = f"gui/{os.getuid()}"
     assert recorded(calls) == [
@@ -256,21 +259,12 @@ def test_the_logon_task_is_registered_from_its_xml_and_started(tmp_path: Path) -
     home, calls = tmp_path / "home", tmp_path / "calls.jsonl"
     path = str(stand_in(tmp_path / "bin", "schtasks", calls, says="Status: Running"))
     local = tmp_path / "local"
-    env = {**os.environ, "HOME": str(home), "PATH": path, "LOCALAPPDATA": str(local)}
-    env |= {"USERDOMAIN": "PC", "USERNAME": "ada"}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [*CLI, *args, "--for", "windows"]
-        return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-
-    assert run("install").returncode == 0
+    user = {"LOCALAPPDATA": str(local), "USERDOMAIN": "PC", "USERNAME": "ada"}
+    shown = cli(home, path, "install", "--for", "windows", "--dry-run", **user).stdout
     xml = local / "coding-agent-exporter" / "coding-agent-exporter-task.xml"
-    task = ElementTree.fromstring(xml.read_bytes())
-    ns = {"t": TASK_NAMESPACE}
-    assert task.findtext("t:Triggers/t:LogonTrigger/t:UserId", namespaces=ns) == "PC\\ada"
-    status = run("status")
-    assert status.returncode == 0 and "schtasks says: running" in status.stdout
-    assert run("uninstall").returncode == 0 and not xml.exists()
+    assert f"would write {xml}:" in shown and "<UserId>PC\\ada</UserId>" in shown
+    assert "schtasks says: running" in cycle(home, path, "windows", **user)
+    assert not xml.exists()
     assert recorded(calls) == [
         ["/Create", "/XML", str(xml), "/TN", "coding-agent-exporter", "/F"],
         ["/Run", "/TN", "coding-agent-exporter"],
