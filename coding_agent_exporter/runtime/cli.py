@@ -109,6 +109,7 @@ def serve(config: Config) -> int:
     # imported here: `metrics` and `sessions` start without them
     from ..sources.procwatch import ProcessWatch
     from ..sources.watch import Watcher
+    from ..web.hosts import HostPolicy
     from ..web.live import Feed
     from ..web.server import Server
     from .replay import Replays
@@ -151,8 +152,17 @@ def serve(config: Config) -> int:
 
     try:
         address = (config.host, config.port)
+        hosts = HostPolicy.of(config.host, config.external_url, config.allowed_hosts)
         server = Server(
-            address, app.registry, config.telemetry_path, ready, web_config, json_api, feed
+            address,
+            app.registry,
+            config.telemetry_path,
+            ready,
+            web_config,
+            json_api,
+            feed,
+            hosts=hosts,
+            max_connections=config.max_connections,
         )
     except OSError as error:
         hint = ""

@@ -67,6 +67,8 @@ class Config:
     external_url: str | None = None  # where users reach this exporter's web console
     otlp_metrics: bool = False  # push the families over OTLP too (`push` always does)
     user: str | None = None  # the OTLP resource's user.name
+    allowed_hosts: tuple[str, ...] = ()  # --web.allowed-hosts
+    max_connections: int = 64  # --web.max-connections
     probes: str = "auto"  # --platform.probes: the operating system's own probes, or portable
     service_action: str = "status"  # `service install|uninstall|status`
     service_for: str = "linux"  # --service.for: whose service file (linux, macos, windows)
@@ -202,6 +204,25 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         "docs/configuration.md).",
         type=_trace_url,
         metavar="URL",
+        commands=SERVE,
+    )
+    add(
+        "--web.allowed-hosts",
+        "",
+        "More host names (comma-separated) requests may name in Host and Origin, besides "
+        "the loopback names, the listen address (this machine's names and addresses when it "
+        "is 0.0.0.0 or ::) and --web.external-url's; * allows any (a proxy that rewrites Host). "
+        "Other hosts get 403: the defence against DNS rebinding.",
+        metavar="HOSTS",
+        commands=SERVE,
+    )
+    add(
+        "--web.max-connections",
+        "64",
+        "Connections served at once; 8 more may still scrape /metrics and probe health, any "
+        "further one is closed at once.",
+        type=_positive,
+        metavar="N",
         commands=SERVE,
     )
     add(
@@ -519,7 +540,15 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         service_action=values.get("action", "status"),
         service_for=values["service.for"],
         dry_run=values["service.dry_run"],
+        allowed_hosts=tuple(h for h in values["web.allowed_hosts"].split(",") if h.strip()),
+        max_connections=values["web.max_connections"],
     )
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
 
 
 def _url(text: str) -> str:

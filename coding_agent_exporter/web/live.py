@@ -41,6 +41,8 @@ SENT = 10_000
 """Rows remembered as last published (the oldest forgotten: published again if it changes)."""
 MAX_STREAMS = 64
 KEEPALIVE = 15.0
+GONE_EVERY = 1.0
+"""Seconds between looks at whether a quiet stream's client left."""
 RETRY_MS = 2000
 
 
@@ -106,23 +108,32 @@ class Feed:
             self.closed = True
             self._cond.notify_all()
 
-    def stream(self) -> Generator[bytes, None, None] | None:
-        """The events of one client, as bytes to write; None when too many are open."""
+    def stream(
+        self, gone: Callable[[], bool] = lambda: False
+    ) -> Generator[bytes, None, None] | None:
+        """The events of one client, as bytes to write; None when too many are open. `gone`
+        says the client left: looked at every `GONE_EVERY` seconds while nothing is said, so
+        its slot is free again within that, not at the next keep-alive."""
         with self._cond:
             if self.streams >= MAX_STREAMS or self.closed:
                 return None
             self.streams += 1
             cursor = self.generation
-        return self._events(cursor)
+        return self._events(cursor, gone)
 
-    def _events(self, cursor: int) -> Generator[bytes, None, None]:
+    def _events(self, cursor: int, gone: Callable[[], bool]) -> Generator[bytes, None, None]:
         try:
             with self._cond:
                 hello = {"generation": cursor, "ready": self._ready}
             yield f"retry: {RETRY_MS}\n\n".encode() + _event("hello", hello)
             while True:
+                quiet = 0.0
                 with self._cond:
-                    self._cond.wait_for(partial(self._after, cursor), KEEPALIVE)
+                    while not self._after(cursor) and quiet < KEEPALIVE:
+                        self._cond.wait_for(partial(self._after, cursor), GONE_EVERY)
+                        quiet += GONE_EVERY
+                        if gone():
+                            return
                     if self.closed:
                         return
                     if self.generation == cursor:

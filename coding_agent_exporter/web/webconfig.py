@@ -37,36 +37,64 @@ class WebConfigError(ValueError):
     pass
 
 
+MAX_PASSWORD = 72
+"""Bytes of a password bcrypt looks at; a longer one is refused (bcrypt 4.1+ raises on it)."""
+
+
 @dataclass
 class WebConfig:
     tls: ssl.SSLContext | None = None
     users: dict[str, bytes] = field(default_factory=dict)  # name → bcrypt hash
     _verified: set[tuple[str, bytes]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _dummy: bytes | None = None  # a hash of the users' cost, checked for an unknown user
 
     def allows(self, authorization: str | None) -> bool:
-        """Whether a request with this Authorization header may see anything."""
+        """Whether a request with this Authorization header may see anything. As
+        exporter-toolkit does: the scheme in any case (RFC 9110 §11.1), an unknown user costs
+        a bcrypt check as a known one does (no user names told by timing), a password bcrypt
+        cannot take (over 72 bytes) is refused like a wrong one."""
         if not self.users:
             return True
-        if not authorization or not authorization.startswith("Basic "):
+        scheme, _, credentials = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "basic":
             return False
         try:
-            decoded = base64.b64decode(authorization[6:], validate=True).decode()
+            decoded = base64.b64decode(credentials.strip(), validate=True).decode()
         except (binascii.Error, UnicodeDecodeError):
             return False
-        user, _, password = decoded.partition(":")
+        user, _, text = decoded.partition(":")
+        password = text.encode()
         hashed = self.users.get(user)
-        if hashed is None:
-            return False
-        key = (user, password.encode())
+        key = (user, password)
         with self._lock:  # bcrypt is slow on purpose: remember a password that matched
-            if key in self._verified:
+            if hashed is not None and key in self._verified:
                 return True
-        if not bcrypt.checkpw(password.encode(), hashed):
+        matched = _check(password, hashed if hashed is not None else self.dummy())
+        if not matched or hashed is None:
             return False
         with self._lock:
             self._verified.add(key)
         return True
+
+    def dummy(self) -> bytes:
+        """A hash of the configured users' cost, of no password anyone has."""
+        if self._dummy is None:
+            cost = next(iter(self.users.values()))[4:6]
+            rounds = int(cost) if cost.isdigit() else 12
+            self._dummy = bcrypt.hashpw(b"no user has this password", bcrypt.gensalt(rounds))
+        return self._dummy
+
+
+def _check(password: bytes, hashed: bytes) -> bool:
+    """bcrypt's verdict, the time taken also for a password too long for it."""
+    if len(password) > MAX_PASSWORD:
+        bcrypt.checkpw(b"", hashed)  # as long as a check: the length is not told by timing
+        return False
+    try:
+        return bcrypt.checkpw(password, hashed)
+    except ValueError:  # a malformed hash in the config: nobody matches it
+        return False
 
 
 def load(path: Path) -> WebConfig:
@@ -91,6 +119,8 @@ def load(path: Path) -> WebConfig:
         if not isinstance(hashed, str) or not hashed.startswith("$2"):
             raise WebConfigError(f"{path}: basic_auth_users.{user} is not a bcrypt hash")
         config.users[str(user)] = hashed.encode()
+    if config.users:
+        config.dummy()  # made now, not by the first request for an unknown user
     return config
 
 
