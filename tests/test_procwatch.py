@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from coding_agent_exporter.events import LiveIndexRead, SessionSeen, ToolCallStarted, TurnStarted
+from coding_agent_exporter.sources import platform
 from coding_agent_exporter.sources.processes import process_start
-from coding_agent_exporter.sources.procwatch import ProcessWatch, pidfds_available
+from coding_agent_exporter.sources.procwatch import ProcessWatch, choose_waiter, pidfds_available
 from coding_agent_exporter.state.state import State
 
 from .backends import get, run_exporter, write_index
@@ -28,7 +29,8 @@ from .otlp_sink import HttpSink
 
 DEADLINE = 5.0
 KILLED = FIXTURES / "claude-code" / "2.1.197" / "killed-mid-tool" / "home"
-MODES = [pytest.param(True, id="pidfd"), pytest.param(False, id="poll")]
+MODES = ["pidfd", "poll"]
+"""The waiters run for real here: Linux's pidfd, and the portable look at the pids."""
 
 
 def until(what: str, check: Callable[[], object], deadline: float = DEADLINE) -> None:
@@ -72,14 +74,14 @@ def start(process: subprocess.Popen[bytes]) -> tuple[int, float | None]:
     return process.pid, process_start(process.pid)
 
 
-@pytest.mark.parametrize("pidfd", MODES)
+@pytest.mark.parametrize("waiter", MODES)
 def test_a_killed_process_is_reported_once(
-    pidfd: bool, agent: subprocess.Popen[bytes], tmp_path: Path
+    waiter: str, agent: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:
-    if pidfd and not pidfds_available():
+    if waiter == "pidfd" and not pidfds_available():
         pytest.skip("no pidfd on this kernel")
     exits = Exits()
-    watch = ProcessWatch(exits, pidfd=pidfd, poll=0.05)
+    watch = ProcessWatch(exits, waiter=waiter, poll=0.05)
     watch.start()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
@@ -130,6 +132,19 @@ def test_a_process_no_longer_named_is_not_reported(agent: subprocess.Popen[bytes
         watch.stop()
 
 
+@pytest.mark.parametrize(("probes", "waiter"), [("auto", "pidfd"), ("portable", "poll")])
+def test_the_probes_choose_the_waiter(
+    probes: str, waiter: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if probes == "auto" and not pidfds_available():
+        pytest.skip("no pidfd on this kernel")
+    monkeypatch.setattr(platform, "_chosen", platform.detect(probes))
+    assert choose_waiter() == waiter
+    for name, system in (("kqueue", "darwin"), ("win32", "win32")):
+        monkeypatch.setattr(platform, "_chosen", platform.detect("auto", system))
+        assert choose_waiter() == name
+
+
 def test_a_zombie_is_not_a_running_process(agent: subprocess.Popen[bytes]) -> None:
     assert process_start(agent.pid) is not None
     agent.send_signal(signal.SIGKILL)
@@ -145,9 +160,9 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("pidfd", MODES)
+@pytest.mark.parametrize("waiter", MODES)
 def test_the_exit_ends_the_turn_without_a_scrape(
-    pidfd: bool, agent: subprocess.Popen[bytes]
+    waiter: str, agent: subprocess.Popen[bytes]
 ) -> None:
     """State level: the session is live with an open turn and tool; its process is killed; the
     watch's callback alone makes it not live, the turn interrupted, the tool cancelled."""
@@ -166,14 +181,14 @@ def test_the_exit_ends_the_turn_without_a_scrape(
 
     refresh(set())
     assert ("claude-code", "s") in state.live
-    watch = ProcessWatch(refresh, pidfd=pidfd, poll=0.05)
+    watch = ProcessWatch(refresh, waiter=waiter, poll=0.05)
     watch.start()
     try:
         watch.watch([(pid, started)])
         killed(agent)
         at = time.monotonic()
         until("the session not live", lambda: ("claude-code", "s") not in state.live)
-        print(f"{'pidfd' if pidfd else 'poll'}: not live {1000 * (time.monotonic() - at):.0f} ms")
+        print(f"{waiter}: not live {1000 * (time.monotonic() - at):.0f} ms")
         with state.lock:
             assert state.sessions[("claude-code", "s")].turns == {"interrupted": 1}
             assert state.totals.tool_calls[("claude-code", "Bash", "cancelled")] == 1
@@ -193,11 +208,14 @@ def now_journal(home: Path) -> str:
     return journal.stem
 
 
+@pytest.mark.parametrize("probes", ["auto", "portable"])
 def test_serve_ends_a_killed_sessions_turn_without_a_scrape(
-    agent: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    probes: str, agent: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """End to end: Claude Code killed mid-tool (recorded), its index entry left behind. With no
-    scrape at all, the turn's trace arrives, ended interrupted with its tool cancelled."""
+    scrape at all, the turn's trace arrives, ended interrupted with its tool cancelled; with
+    Linux's own probes (pidfd) and with the portable ones (psutil's look at the pid)."""
+    monkeypatch.setenv("CODING_AGENT_EXPORTER_PLATFORM_PROBES", probes)
     home = tmp_path / "claude"
     shutil.copytree(KILLED, home)
     for stale in (home / "sessions").glob("*.json"):
