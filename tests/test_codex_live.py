@@ -1,7 +1,9 @@
 """Codex writes no live index: a thread is live while a process holds its writer lock
-(`thread-writer-locks/<thread>.lock`, found in /proc/locks), or, without a lock file, while a
-Codex process holds its rollout open. Real processes, real flocks, real /proc, a recorded
-rollout replayed as if it were being written now."""
+(`thread-writer-locks/<thread>.lock`, found in /proc/locks on Linux, elsewhere as the lock file a
+`codex` process keeps open), or, without a lock file, while a Codex process holds its rollout
+open. Real processes, real flocks, real /proc, a recorded rollout replayed as if it were being
+written now; the tests marked `probes` run twice, with Linux's own probes and with the portable
+ones (psutil's open files of the agent's processes: macOS's and Windows' path, run for real)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import pytest
 from coding_agent_exporter.events import LiveIndexRead
 from coding_agent_exporter.harnesses.codex.harness import Codex
 from coding_agent_exporter.runtime.engine import Engine, Source
-from coding_agent_exporter.sources.holders import HeldSessions, Holder
+from coding_agent_exporter.sources import platform
+from coding_agent_exporter.sources.holders import HeldSessions, Holder, holders
 from coding_agent_exporter.sources.locks import by_writer_lock, file_key, lock_table, read_locks
 from coding_agent_exporter.sources.processes import process_start
 from coding_agent_exporter.state.health import Stats
@@ -32,6 +35,14 @@ from .backends import holding
 from .conftest import FIXTURES
 
 RECORDED = FIXTURES / "codex" / "0.171.0" / "exec-shell" / "home" / ".codex"
+
+
+@pytest.fixture(params=["auto", "portable"])
+def probes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Linux's own probes, then the portable ones (as `--platform.probes=portable` chooses)."""
+    monkeypatch.setattr(platform, "_chosen", platform.detect(request.param))
+    wanted: str = request.param
+    return wanted
 
 
 def now_lines(rollout: Path) -> list[str]:
@@ -67,7 +78,10 @@ def codex_process(rollout: tuple[Path, list[str]]) -> Iterator[subprocess.Popen[
 
 
 def test_held_rollout_is_live_running_then_idle_then_gone(
-    tmp_path: Path, rollout: tuple[Path, list[str]], codex_process: subprocess.Popen[bytes]
+    probes: str,
+    tmp_path: Path,
+    rollout: tuple[Path, list[str]],
+    codex_process: subprocess.Popen[bytes],
 ) -> None:
     path, rest = rollout
     state = State()
@@ -127,6 +141,8 @@ LOCK = (
     "import fcntl,sys,time; f=open(sys.argv[1],'a'); fcntl.flock(f, fcntl.LOCK_EX); "
     "print('locked', flush=True); time.sleep(60)"
 )
+AS_CODEX = ["bash", "-c", 'exec -a codex "$0" "$@"']
+"""Runs a command under the program name `codex` (its argv[0]), as the agent's process is."""
 
 
 @pytest.fixture
@@ -138,9 +154,12 @@ def lock(tmp_path: Path, rollout: tuple[Path, list[str]]) -> Path:
     return path
 
 
-def locking(path: Path) -> subprocess.Popen[bytes]:
-    """A process (not named codex, holding no rollout) with an exclusive flock on `path`."""
-    process = subprocess.Popen([sys.executable, "-c", LOCK, str(path)], stdout=subprocess.PIPE)
+def locking(path: Path, *, codex: bool = False) -> subprocess.Popen[bytes]:
+    """A process holding no rollout with an exclusive flock on `path`: not named codex (Linux's
+    lock table names any holder), or named so (the portable probes see only the agent's own
+    processes)."""
+    argv = [*(AS_CODEX if codex else []), sys.executable, "-c", LOCK, str(path)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE)
     assert process.stdout is not None and process.stdout.readline() == b"locked\n"
     return process
 
@@ -180,8 +199,10 @@ def test_the_writer_lock_holder_makes_the_thread_live_without_a_scan(
         killed(writer)
 
 
-def test_the_writer_lock_is_found_by_the_default_source(tmp_path: Path, lock: Path) -> None:
-    writer = locking(lock)
+def test_the_writer_lock_is_found_by_the_default_source(
+    probes: str, tmp_path: Path, lock: Path
+) -> None:
+    writer = locking(lock, codex=probes == "portable")
     try:
         state = State()
         Engine([Source(Codex(), tmp_path / "codex")], state, Stats()).catch_up()
@@ -192,6 +213,7 @@ def test_the_writer_lock_is_found_by_the_default_source(tmp_path: Path, lock: Pa
 
 
 def test_a_stale_lock_of_a_killed_writer_is_not_live(tmp_path: Path, lock: Path) -> None:
+    """Linux's own probes: the lock table answers alone."""
     killed(locking(lock))
     assert lock.exists()  # what a SIGKILLed Codex leaves behind
     key = file_key(lock)
@@ -203,8 +225,10 @@ def test_a_stale_lock_of_a_killed_writer_is_not_live(tmp_path: Path, lock: Path)
     assert state.live == {} and scans == []  # the lock file answers: nobody writes the thread
 
 
-def test_a_writer_killed_while_live_ends_the_session(tmp_path: Path, lock: Path) -> None:
-    writer = locking(lock)
+def test_a_writer_killed_while_live_ends_the_session(
+    probes: str, tmp_path: Path, lock: Path
+) -> None:
+    writer = locking(lock, codex=probes == "portable")
     state = State()
     engine = Engine([Source(Codex(), tmp_path / "codex")], state, Stats())
     engine.catch_up()
@@ -239,9 +263,9 @@ def test_with_locks_written_a_thread_without_its_lock_file_has_no_writer(
 
 
 def test_the_lock_file_is_never_opened(
-    tmp_path: Path, lock: Path, monkeypatch: pytest.MonkeyPatch
+    probes: str, tmp_path: Path, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writer = locking(lock)
+    writer = locking(lock, codex=probes == "portable")
     try:
         real_open, real_os_open = io.open, os.open
 
@@ -272,3 +296,34 @@ def test_proc_locks_lines_name_their_holders() -> None:
         "garbage\n"
     )
     assert lock_table(text) == {(254, 0, 2147272): {4242}, (8, 17, 99): {77}}
+
+
+def test_portable_a_codex_holding_only_the_lock_is_the_writer_and_a_stale_lock_nobody(
+    tmp_path: Path, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The portable probes (macOS's and Windows' path, for real on Linux): a `codex` process
+    that keeps the lock file open and flocked, and holds no rollout, makes the thread live; a
+    process of another name holding the same lock does not count; once the writer is killed,
+    the lock file it left holds nobody, and the rollout itself is never scanned for."""
+    monkeypatch.setattr(platform, "_chosen", platform.detect("portable"))
+    scanned: list[Path] = []
+
+    def scan(paths: Collection[Path], names: Iterable[str]) -> dict[Path, list[Holder]]:
+        scanned.extend(paths)
+        return holders(paths, names)
+
+    rollout_path = next((tmp_path / "codex" / "sessions").rglob("*.jsonl"))
+    find = by_writer_lock(tmp_path / "codex", Codex().writer_lock, fallback=scan)
+    other = locking(lock)  # not named codex
+    try:
+        assert find([rollout_path], Codex.holder_names) == {}
+    finally:
+        killed(other)
+    writer = locking(lock, codex=True)
+    try:
+        held = find([rollout_path], Codex.holder_names)
+        assert [pid for pid, _ in held[rollout_path]] == [writer.pid]
+    finally:
+        killed(writer)
+    assert lock.exists() and find([rollout_path], Codex.holder_names) == {}
+    assert set(scanned) == {lock}  # the lock file was asked about, never the rollout

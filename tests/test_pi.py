@@ -35,6 +35,7 @@ from coding_agent_exporter.events import (
 from coding_agent_exporter.harnesses.pi.harness import HISTORY, HistoryReader, OhMyPi, Pi
 from coding_agent_exporter.harnesses.pi.transcript import Shared, TranscriptReader
 from coding_agent_exporter.runtime.engine import Engine, Source
+from coding_agent_exporter.sources import platform
 from coding_agent_exporter.sources.processes import process_start
 from coding_agent_exporter.sources.terminals import omp_terminal
 from coding_agent_exporter.sources.watch import Watcher
@@ -436,7 +437,13 @@ def test_a_new_session_on_the_terminal_moves_the_process_entry() -> None:
     assert harness.reader(rel).feed(None) == [LiveIndexRemoved(source=first.source)]
 
 
-def test_omp_terminal_names_a_real_processes_terminal_like_omp_does() -> None:
+@pytest.mark.parametrize("probes", ["auto", "portable"])
+def test_omp_terminal_names_a_real_processes_terminal_like_omp_does(
+    probes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Linux's own probes (its standard input's link) and with the portable ones (psutil's
+    controlling terminal: macOS's path, run for real here)."""
+    monkeypatch.setattr(platform, "_chosen", platform.detect(probes))
     ttys = [os.openpty() for _ in range(2)]  # one each: a terminal controls one session only
     names = [os.ttyname(secondary).removeprefix("/dev/").replace("/", "-") for _, secondary in ttys]
     started: list[subprocess.Popen[bytes]] = []
@@ -444,7 +451,7 @@ def test_omp_terminal_names_a_real_processes_terminal_like_omp_does() -> None:
         for program, (_, secondary) in zip(("omp", "vim"), ttys, strict=True):
             command = ["setsid", "--ctty", "bash", "-c", f"exec -a {program} sleep 60"]
             started.append(subprocess.Popen(command, stdin=secondary, stdout=subprocess.DEVNULL))
-        command = ["bash", "-c", "exec -a omp sleep 60"]  # `omp -p` fed by a pipe
+        command = ["setsid", "bash", "-c", "exec -a omp sleep 60"]  # `omp -p` fed by a pipe
         started.append(subprocess.Popen(command, stdin=subprocess.PIPE))
         omp, other, piped = started
         found = wait_for(lambda: omp_terminal(omp.pid))
@@ -477,10 +484,15 @@ def wait_for(check: Any, deadline: float = 10.0) -> Any:
     return None
 
 
-def test_a_real_omp_process_on_a_terminal_makes_its_session_live(tmp_path: Path) -> None:
+@pytest.mark.parametrize("probes", ["auto", "portable"])
+def test_a_real_omp_process_on_a_terminal_makes_its_session_live(
+    probes: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The live snapshot of the recording (the `sleep 4` turn open), its presence file and
     breadcrumb rewritten for a real process named omp on a fresh terminal: running, then idle
-    once the rest of the transcript is written, then not live once the process is killed."""
+    once the rest of the transcript is written, then not live once the process is killed; with
+    Linux's own probes and with the portable ones."""
+    monkeypatch.setattr(platform, "_chosen", platform.detect(probes))
     home = tmp_path / ".omp"
     shutil.copytree(OMP / "interactive-live" / "home-live", home)
     (transcript,) = home.glob("agent/sessions/*/*.jsonl")

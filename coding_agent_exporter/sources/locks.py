@@ -2,18 +2,24 @@
 
 Codex (0.171) takes an exclusive `flock` on `thread-writer-locks/<thread>.lock` while a process
 writes that thread, and removes the file at a clean exit; a killed writer leaves the file, but
-the kernel dropped its lock. The kernel lists every lock held on the machine in `/proc/locks`
-(Linux), one line per lock with the holder's pid and the locked file's device and inode, so the
-holder is found by listing the lock folder (its entries carry their inodes: no lock file is
-opened, locked or even stat-ed) and matching device and inode there: one read of one small file
-and one folder listing instead of every Codex process's open files (`holders.holders`).
+the kernel dropped its lock (and the file is open in no process any more).
+
+On Linux (native probes) the kernel lists every lock held on the machine in `/proc/locks`, one
+line per lock with the holder's pid and the locked file's device and inode, so the holder is
+found by listing the lock folder (its entries carry their inodes: no lock file is opened, locked
+or even stat-ed) and matching device and inode there: one read of one small file and one folder
+listing instead of every Codex process's open files. Elsewhere (macOS, Windows, or
+`--platform.probes=portable`), and on a Linux whose `/proc/locks` cannot be read, the lock's
+holder is the Codex process that keeps the lock file open (Codex holds it open while it holds
+the lock): asked of the open-file scan (`holders.holders`) with the lock files themselves, in the
+same scan as the rollouts without a lock. The scan sees only processes named as the agent (a
+lock held by another program counts on Linux only). The lock is never taken, on any system.
 
 `by_writer_lock(home, lock_of)` is a `HeldSessions` finder: for each file, the lock `lock_of`
 names for it (relative to `home`). Where that lock's folder exists, the agent writes locks, and
 the lock alone answers: its holders, or nobody (a stale lock left by a killed writer, or no lock
 file: no writer since a clean exit). A file whose lock folder does not exist (an agent too old to
-write locks), or any file when `/proc/locks` cannot be read (not Linux), is asked of `fallback`,
-the open-file scan.
+write locks) is asked of `fallback`, the open-file scan, by its own path.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path, PurePosixPath
 
+from . import platform
 from .holders import Holder, holders
 from .processes import process_start
 
@@ -57,7 +64,8 @@ def read_locks() -> dict[FileKey, set[int]] | None:
 
 
 def file_key(path: Path) -> FileKey | None:
-    """A file's device and inode (`stat`: the file is not opened), None if it is absent."""
+    """A file's device and inode (`stat`: the file is not opened), None if it is absent. Linux
+    only (`os.major`): `/proc/locks` names files so."""
     try:
         found = os.stat(path)
     except OSError:
@@ -65,14 +73,15 @@ def file_key(path: Path) -> FileKey | None:
     return os.major(found.st_dev), os.minor(found.st_dev), found.st_ino
 
 
-def folder_keys(folder: Path) -> dict[str, FileKey] | None:
-    """Every file of a lock folder by name, with its device and inode (one listing, no file
-    opened or stat-ed: the inode comes with the entry), None when the folder does not exist."""
-    key = file_key(folder)
-    if key is None:
-        return None
+def folder_keys(folder: Path, native: bool = True) -> dict[str, FileKey | None] | None:
+    """Every file of a lock folder by name, with its device and inode when `native` (one
+    listing, no file opened or stat-ed: the inode comes with the entry), None when the folder
+    does not exist."""
+    key = file_key(folder) if native else None
     try:
         with os.scandir(folder) as entries:
+            if key is None:
+                return {e.name: None for e in entries}
             return {e.name: (key[0], key[1], e.inode()) for e in entries}
     except OSError:
         return None
@@ -87,27 +96,32 @@ def by_writer_lock(
     prefix = f"{home}{os.sep}"
 
     def find(paths: Collection[Path], names: Iterable[str]) -> dict[Path, list[Holder]]:
-        table = read_locks()
+        table = read_locks() if platform.current().native else None
         found: dict[Path, list[Holder]] = {}
-        rest: list[Path] = []
-        folders: dict[str, dict[str, FileKey] | None] = {}  # lock folder → its lock files
+        scan: dict[Path, Path] = {}  # a file to ask the open-file scan of → the file it answers
+        folders: dict[str, dict[str, FileKey | None] | None] = {}  # lock folder → its files
         for path in paths:
             text = str(path)  # plain strings: pathlib would cost more than the lookup
             lock = lock_of(PurePosixPath(text[len(prefix) :])) if text.startswith(prefix) else None
             folder, _, name = str(lock).rpartition("/")
             if lock is not None and folder not in folders:
-                folders[folder] = folder_keys(home / folder)
+                folders[folder] = folder_keys(home / folder, native=table is not None)
             locks = None if lock is None else folders[folder]
-            if table is None or locks is None:
-                rest.append(path)
-                continue
-            key = locks.get(name)
-            pids = sorted(table.get(key, ())) if key is not None else []
-            held = [(pid, at) for pid in pids if (at := start(pid)) is not None]
-            if held:
-                found[path] = held
-        if rest:
-            found.update(fallback(rest, names))
+            if locks is None:
+                scan[path] = path  # no lock to ask: who holds the file itself
+            elif name not in locks:
+                continue  # no lock file: nobody writes the thread
+            elif table is None:
+                scan[home / folder / name] = path  # who keeps the lock file open
+            else:
+                key = locks[name]
+                pids = sorted(table.get(key, ())) if key is not None else []
+                held = [(pid, at) for pid in pids if (at := start(pid)) is not None]
+                if held:
+                    found[path] = held
+        if scan:
+            for asked, held in fallback(list(scan), names).items():
+                found[scan[asked]] = held
         return found
 
     return find
