@@ -57,7 +57,7 @@ def _controlling(process: psutil.Process) -> str | None:
         return None  # psutil has no terminal() on Windows
     from psutil import _psposix
 
-    _psposix.get_terminal_map.cache_clear()
+    getattr(_psposix.get_terminal_map, "cache_clear", lambda: None)()  # psutil's memoize
     found: str | None = process.terminal()
     return found
 
