@@ -15,7 +15,7 @@ from coding_agent_exporter.runtime import pool
 from coding_agent_exporter.runtime.app import App
 from coding_agent_exporter.runtime.config import parse
 from coding_agent_exporter.runtime.engine import Source
-from coding_agent_exporter.sources import tail
+from coding_agent_exporter.sources import platform, tail
 
 from .conftest import NOW, agent_of, all_scenarios, home_flags, scenario_id
 
@@ -99,6 +99,22 @@ def test_workers_spawned_beside_other_threads_give_the_same_exposition() -> None
     assert handed
 
 
+@pytest.mark.parametrize(("probes", "system"), [("auto", "darwin"), ("portable", "linux")])
+def test_workers_spawned_where_fork_is_unsafe_give_the_same_exposition(
+    probes: str, system: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """macOS (fork unsafe), Windows (no fork) and the portable probes start workers with
+    `spawn`, even with a single thread: the same exposition, real spawned workers here."""
+    monkeypatch.setattr(platform, "_chosen", platform.detect(probes, system))
+    home = next(s for s in PARALLEL_SCENARIOS if agent_of(s) == "claude-code") / "home"
+    one = exposition(app(home, workers=0))
+    parallel = app(home, workers=2)
+    handed = adopted(parallel)
+    assert threading.active_count() == 1 and pool._context().get_start_method() == "spawn"
+    assert exposition(parallel) == one
+    assert handed
+
+
 def test_a_worker_that_fails_costs_only_time(caplog: pytest.LogCaptureFixture) -> None:
     home = next(s for s in PARALLEL_SCENARIOS if agent_of(s) == "claude-code") / "home"
     one = exposition(app(home, workers=0))
@@ -121,6 +137,16 @@ def test_workers_only_for_cores_left_idle_unless_asked() -> None:
     assert pool.workers_wanted({}, load=lambda: 7.5, cores=8) == 0  # a busy machine: none
     assert pool.workers_wanted({}, load=lambda: 0.0, cores=2) == 0  # two cores: no gain
     assert pool.workers_wanted({}, load=lambda: 0.0) >= 0
+    assert pool.workers_wanted({}, load=lambda: None, cores=8) == 7  # no load average kept
+
+
+def test_the_load_average_where_the_system_keeps_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    for probes, system in (("auto", "linux"), ("portable", "linux"), ("auto", "darwin")):
+        monkeypatch.setattr(platform, "_chosen", platform.detect(probes, system))
+        found = platform.load_average()
+        assert found is not None and found >= 0
+    monkeypatch.setattr(platform, "_chosen", platform.detect("auto", "win32"))
+    assert platform.load_average() is None  # Windows keeps none: the check is skipped
 
 
 def adopted(result: App) -> list[Path]:

@@ -11,8 +11,9 @@ pi, oh-my-pi, Grok, Vibe), documents and SQLite databases are read by the main p
 
 Workers exist only for a catch-up worth them (`MIN_BYTES` of unread files to hand out), one
 per core the machine leaves idle beside the main process (which reads too, what no worker has
-begun, while it waits: `Ahead`); they are forked (spawned when the main process has threads:
-`serve`), and they stop when the catch-up ends. A worker that fails costs only time: the
+begun, while it waits: `Ahead`); they are forked on Linux (spawned when the main process has
+threads, `serve`, and on macOS and Windows: `platform.worker_start`), and they stop when the
+catch-up ends. A worker that fails costs only time: the
 main process reads that file itself. `CODING_AGENT_EXPORTER_CATCHUP_WORKERS` sets how many
 workers (0: none), for benchmarks and for a machine shared with other work.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass, field, replace
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..events import Event, ModelResponded, ToolCallEnded, ToolCallStarted, TurnStarted
 from ..harnesses import FileReader, Harness, RecordRejected
+from ..sources import platform
 from ..sources.decode import Decode, lean, loads
 from ..sources.tail import JsonlTail, Line, TailResult, ZstdJsonl
 
@@ -177,7 +178,7 @@ def _lean(event: Event) -> Event:
 
 def workers_wanted(
     environ: Mapping[str, str] = os.environ,
-    load: Callable[[], float] = lambda: os.getloadavg()[0],
+    load: Callable[[], float | None] = platform.load_average,
     cores: int | None = None,
 ) -> int:
     """Workers for a large catch-up: the variable's number, else one per core that stands idle
@@ -185,7 +186,8 @@ def workers_wanted(
     at least `MIN_CORES`. On two cores one worker no longer pays since the readers decode only
     what they use: the main process, which folds every event, is the critical path, and a
     worker's start and pickling cost what it saves (`bench/RESULTS.md`, round 3). On a busy
-    machine a worker only takes CPU from others."""
+    machine a worker only takes CPU from others. Where the system keeps no load average
+    (Windows), every core but the main process's."""
     raw = environ.get(ENV, "").strip()
     if raw.isdigit():
         return int(raw)
@@ -194,7 +196,8 @@ def workers_wanted(
     cores = cores or 1
     if cores < MIN_CORES:
         return 0
-    return max(0, min(cores - 1, int(cores - load())))
+    busy = load()
+    return cores - 1 if busy is None else max(0, min(cores - 1, int(cores - busy)))
 
 
 def batches(jobs: list[Job], sizes: list[int]) -> list[list[Job]]:
@@ -213,15 +216,10 @@ def batches(jobs: list[Job], sizes: list[int]) -> list[list[Job]]:
 
 
 def _context() -> BaseContext:
-    """`fork` while this process has a single thread (`metrics`, `sessions`: instant, and the
-    workers share the imported code); else `spawn` (`serve`: forking a process with threads can
-    copy a lock another thread holds; a fresh interpreter imports what it needs, and leaves no
-    server process behind as `forkserver` would)."""
+    """The start method this system allows (`platform.worker_start`)."""
     import multiprocessing  # here: most starts need no workers, nor the time to import it
 
-    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context(platform.worker_start())
 
 
 class Ahead:

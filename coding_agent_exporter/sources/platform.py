@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from functools import cache
 
-__all__ = ["PROBES", "Platform", "choose", "current", "detect"]
+__all__ = ["PROBES", "Platform", "choose", "current", "detect", "load_average", "worker_start"]
 
 PROBES = ("auto", "portable")
 """`--platform.probes`: auto (Linux's own on Linux, the portable ones elsewhere) or portable."""
@@ -91,3 +92,27 @@ def current() -> Platform:
         wanted = os.environ.get("CODING_AGENT_EXPORTER_PLATFORM_PROBES", "auto").strip().lower()
         _chosen = detect(wanted if wanted in PROBES else "auto")
     return _chosen
+
+
+def worker_start() -> str:
+    """How catch-up workers start (a `multiprocessing` start method): `fork` on Linux (native
+    probes) while this process has a single thread (`metrics`, `sessions`: instant, and the
+    workers share the imported code); else `spawn`: forking a process with threads can copy a
+    lock another thread holds (`serve`), macOS's system libraries are not safe across a fork
+    (CPython's default there is spawn), Windows has no fork. A fresh interpreter imports what it
+    needs, and leaves no server process behind as `forkserver` would."""
+    if current().native and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average; None where the system keeps none (Windows: psutil
+    only makes one up from a thread it starts, reading 0 at first)."""
+    if current().native:
+        return os.getloadavg()[0]
+    if current().windows:
+        return None
+    import psutil
+
+    return float(psutil.getloadavg()[0])
