@@ -37,14 +37,6 @@ from .conftest import FIXTURES
 RECORDED = FIXTURES / "codex" / "0.171.0" / "exec-shell" / "home" / ".codex"
 
 
-@pytest.fixture(params=["auto", "portable"])
-def probes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Linux's own probes, then the portable ones (as `--platform.probes=portable` chooses)."""
-    monkeypatch.setattr(platform, "_chosen", platform.detect(request.param))
-    wanted: str = request.param
-    return wanted
-
-
 def now_lines(rollout: Path) -> list[str]:
     """The recorded records with their timestamps moved to now."""
     records = [json.loads(line) for line in rollout.read_text().splitlines()]

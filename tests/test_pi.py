@@ -35,7 +35,6 @@ from coding_agent_exporter.events import (
 from coding_agent_exporter.harnesses.pi.harness import HISTORY, HistoryReader, OhMyPi, Pi
 from coding_agent_exporter.harnesses.pi.transcript import Shared, TranscriptReader
 from coding_agent_exporter.runtime.engine import Engine, Source
-from coding_agent_exporter.sources import platform
 from coding_agent_exporter.sources.processes import process_start
 from coding_agent_exporter.sources.terminals import omp_terminal
 from coding_agent_exporter.sources.watch import Watcher
@@ -437,13 +436,9 @@ def test_a_new_session_on_the_terminal_moves_the_process_entry() -> None:
     assert harness.reader(rel).feed(None) == [LiveIndexRemoved(source=first.source)]
 
 
-@pytest.mark.parametrize("probes", ["auto", "portable"])
-def test_omp_terminal_names_a_real_processes_terminal_like_omp_does(
-    probes: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_omp_terminal_names_a_real_processes_terminal_like_omp_does(probes: str) -> None:
     """With Linux's own probes (its standard input's link) and with the portable ones (psutil's
     controlling terminal: macOS's path, run for real here)."""
-    monkeypatch.setattr(platform, "_chosen", platform.detect(probes))
     ttys = [os.openpty() for _ in range(2)]  # one each: a terminal controls one session only
     names = [os.ttyname(secondary).removeprefix("/dev/").replace("/", "-") for _, secondary in ttys]
     started: list[subprocess.Popen[bytes]] = []
@@ -484,15 +479,13 @@ def wait_for(check: Any, deadline: float = 10.0) -> Any:
     return None
 
 
-@pytest.mark.parametrize("probes", ["auto", "portable"])
 def test_a_real_omp_process_on_a_terminal_makes_its_session_live(
-    probes: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    probes: str, tmp_path: Path
 ) -> None:
     """The live snapshot of the recording (the `sleep 4` turn open), its presence file and
     breadcrumb rewritten for a real process named omp on a fresh terminal: running, then idle
     once the rest of the transcript is written, then not live once the process is killed; with
     Linux's own probes and with the portable ones."""
-    monkeypatch.setattr(platform, "_chosen", platform.detect(probes))
     home = tmp_path / ".omp"
     shutil.copytree(OMP / "interactive-live" / "home-live", home)
     (transcript,) = home.glob("agent/sessions/*/*.jsonl")

@@ -208,14 +208,12 @@ def now_journal(home: Path) -> str:
     return journal.stem
 
 
-@pytest.mark.parametrize("probes", ["auto", "portable"])
 def test_serve_ends_a_killed_sessions_turn_without_a_scrape(
     probes: str, agent: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """End to end: Claude Code killed mid-tool (recorded), its index entry left behind. With no
     scrape at all, the turn's trace arrives, ended interrupted with its tool cancelled; with
     Linux's own probes (pidfd) and with the portable ones (psutil's look at the pid)."""
-    monkeypatch.setenv("CODING_AGENT_EXPORTER_PLATFORM_PROBES", probes)
     home = tmp_path / "claude"
     shutil.copytree(KILLED, home)
     for stale in (home / "sessions").glob("*.json"):
