@@ -67,18 +67,23 @@ def binary(name: str, package: str) -> str:
 
 @contextmanager
 def run_exporter(
-    home: Path, workdir: Path, *argv: str, codex_home: Path | None = None, ready: bool = True
+    home: Path,
+    workdir: Path,
+    *argv: str,
+    codex_home: Path | None = None,
+    ready: bool = True,
+    launcher: Sequence[str] = ("-m", "coding_agent_exporter"),
 ) -> Iterator[str]:
     """`coding-agent-exporter serve` over `home` (and `codex_home`, else an empty folder, so the
-    machine's own ~/.codex is never read); asserts that it shuts down cleanly."""
+    machine's own ~/.codex is never read); asserts that it shuts down cleanly. `launcher`: what
+    Python runs (a stand-in, `tests/standin.py darwin --`)."""
     port = free_port()
     log_path = workdir / "exporter.log"
     log = log_path.open("wb")
     process = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "coding_agent_exporter",
+            *launcher,
             "serve",
             "--claude.home",
             str(home),
@@ -96,7 +101,13 @@ def run_exporter(
     url = f"http://127.0.0.1:{port}"
     try:
         if ready:  # over plain HTTP; a TLS-only exporter is waited for by its test
-            wait_for("exporter ready", lambda: get(url + "/-/ready")[0] == 200)
+
+            def answers() -> bool:
+                if process.poll() is not None:  # no waiting out the deadline for a dead one
+                    raise AssertionError(f"the exporter exited: {log_path.read_text()[-3000:]}")
+                return get(url + "/-/ready")[0] == 200
+
+            wait_for("exporter ready", answers)
         yield url
     finally:
         process.send_signal(signal.SIGTERM)

@@ -107,6 +107,7 @@ class ProcessWatch:
         self._thread = threading.Thread(target=self._run, name="process-watch", daemon=True)
 
     def start(self) -> None:
+        log.debug("process exits: waited for with %s", self.waiter.name)
         self._thread.start()
 
     def stop(self) -> None:
@@ -172,6 +173,7 @@ class ProcessWatch:
         return ended
 
     def _report(self, pids: set[int]) -> None:
+        log.debug("process exits: %s", " ".join(map(str, sorted(pids))))
         try:
             self.on_exit(pids)
         except Exception:  # the watch outlives a failing callback
