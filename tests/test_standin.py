@@ -25,10 +25,8 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ import pytest
 
 from .backends import get, run_exporter, wait_for, write_index
 from .conftest import AGENT_HOMES, FIXTURES, ROOT, all_scenarios, expected, home_flags, scenario_id
+from .test_codex_live import LOCK, now_lines
 from .test_live import read_event, wait_for_row
 from .test_platform import UNGATED
 
@@ -117,23 +116,6 @@ def test_metrics_over_every_fixture_gives_linux_s_counters(
 # -- serve -----------------------------------------------------------------------------------------
 
 
-def now_lines(path: Path) -> list[str]:
-    """A recorded JSONL file's records with their timestamps moved to now."""
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    first = min(datetime.fromisoformat(r["timestamp"]).timestamp() for r in records)
-    shift = time.time() - first
-    for record in records:
-        moved = datetime.fromisoformat(record["timestamp"]).timestamp() + shift
-        record["timestamp"] = datetime.fromtimestamp(moved, UTC).isoformat()
-    return [json.dumps(r) + "\n" for r in records]
-
-
-LOCK = (
-    "import fcntl,sys,time; f=open(sys.argv[1],'a'); fcntl.flock(f, fcntl.LOCK_EX); "
-    "print('locked', flush=True); time.sleep(120)"
-)
-
-
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     started: list[subprocess.Popen[bytes]] = []
@@ -154,7 +136,7 @@ def codex_home(tmp: Path, processes: list[subprocess.Popen[bytes]]) -> Path:
     rollout.parent.mkdir(parents=True)
     lines = now_lines(recorded)
     ended = next(i for i, line in enumerate(lines) if '"task_complete"' in line)
-    rollout.write_text("".join(lines[:ended]))
+    rollout.write_text("\n".join(lines[:ended]) + "\n")
     lock = home / "thread-writer-locks" / f"{rollout.name[-42:-6]}.lock"
     lock.parent.mkdir()
     lock.touch()
