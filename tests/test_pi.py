@@ -479,6 +479,17 @@ def wait_for(check: Any, deadline: float = 10.0) -> Any:
     return None
 
 
+def on_its_terminal(home: Path, pid: int, terminal: int) -> None:
+    """The recording's presence file and breadcrumb (oh-my-pi's `home-live` snapshot)
+    rewritten for the process `pid`, whose terminal is the pty `terminal`."""
+    for old in home.glob("run/daemons/*/clients/*.json"):
+        old.unlink()
+        doc = {"pid": pid, "id": f"{pid}-x", "projectDir": "/w"}
+        (old.parent / f"{pid}-0d23f686.json").write_text(json.dumps(doc))
+    (crumb,) = home.glob("agent/terminal-sessions/*")
+    crumb.rename(crumb.with_name(os.ttyname(terminal).removeprefix("/dev/").replace("/", "-")))
+
+
 def test_a_real_omp_process_on_a_terminal_makes_its_session_live(
     probes: str, tmp_path: Path
 ) -> None:
@@ -495,12 +506,7 @@ def test_a_real_omp_process_on_a_terminal_makes_its_session_live(
     process = subprocess.Popen(command, stdin=secondary, stdout=subprocess.DEVNULL)
     try:
         assert wait_for(lambda: omp_terminal(process.pid)) is not None
-        for old in home.glob("run/daemons/*/clients/*.json"):
-            old.unlink()
-            doc = {"pid": process.pid, "id": f"{process.pid}-x", "projectDir": "/w"}
-            (old.parent / f"{process.pid}-0d23f686.json").write_text(json.dumps(doc))
-        (crumb,) = home.glob("agent/terminal-sessions/*")
-        crumb.rename(crumb.with_name(os.ttyname(secondary).removeprefix("/dev/").replace("/", "-")))
+        on_its_terminal(home, process.pid, secondary)
         state = State()
         engine = Engine([Source(OhMyPi(omp_terminal), home)], state)
         engine.catch_up()

@@ -5,9 +5,12 @@ taken away (libc's inotify symbols, `os.pidfd_open`, `/proc` except to psutil; o
 `os.pread`, `O_CLOEXEC`, `os.major`, `getloadavg`, `set_blocking`, `fork`, `fcntl`, ...; `select`
 over sockets only), the exporter chooses its portable probes by itself and works: `metrics`
 gives, over every recorded fixture of every agent, the counters Linux gives; `serve` gets ready,
-shows a Claude Code session waiting for its user as needs_user and a Codex thread whose writer
-lock a `codex` process holds (only the lock) as running, reads an append to a journal, and sees
-the Claude process exit with no scrape (pushed on /api/events); its counters are then Linux's.
+shows a Claude Code session waiting for its user as needs_user, a Codex thread whose writer
+lock a `codex` process holds (only the lock) as running, and an oh-my-pi process on a terminal
+as running on macOS (Windows has no terminal names: not live there, as on a real Windows), reads
+an append to a journal, and sees the Claude process exit with no scrape (pushed on /api/events,
+the exit logged by the process watch); its counters are then Linux's `metrics` over the same
+files.
 
 What it cannot prove: anything of the other system's kernel. File events come from watchdog's
 polling observer here (no FSEvents, no ReadDirectoryChangesW), process exits from the look at
@@ -30,12 +33,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
+from psutil import _psposix
 
 from .backends import get, run_exporter, wait_for, write_index
 from .conftest import AGENT_HOMES, FIXTURES, ROOT, all_scenarios, expected, home_flags, scenario_id
 from .test_codex_live import LOCK, now_lines
 from .test_live import read_event, wait_for_row
+from .test_pi import on_its_terminal
 from .test_platform import UNGATED
 
 STANDIN = ROOT / "tests" / "standin.py"
@@ -50,6 +56,7 @@ SELF = re.compile(r"(# (HELP|TYPE) )?(python|process)_")
 and Windows prometheus_client reads no /proc for them."""
 CLAUDE = FIXTURES / "claude-code" / "2.1.332" / "print-tool"
 CODEX = FIXTURES / "codex" / "0.171.0" / "exec-shell" / "home" / ".codex"
+OMP = FIXTURES / "oh-my-pi" / "18.2.3"
 
 
 def clean_env(tmp: Path) -> dict[str, str]:
@@ -116,18 +123,30 @@ def test_metrics_over_every_fixture_gives_linux_s_counters(
 # -- serve -----------------------------------------------------------------------------------------
 
 
+class Running(list[subprocess.Popen[bytes]]):
+    """The processes a test started, and the terminals they run on."""
+
+    fds: list[int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fds = []
+
+
 @pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
+def processes() -> Iterator[Running]:
+    started = Running()
     yield started
     for process in started:
         process.kill()
         process.wait()
         if process.stdout is not None:
             process.stdout.close()
+    for fd in started.fds:
+        os.close(fd)
 
 
-def codex_home(tmp: Path, processes: list[subprocess.Popen[bytes]]) -> Path:
+def codex_home(tmp: Path, processes: Running) -> Path:
     """A Codex home whose thread is mid-turn, its writer lock flocked and held open by a
     process named `codex` that holds no rollout."""
     home = tmp / "codex"
@@ -147,6 +166,34 @@ def codex_home(tmp: Path, processes: list[subprocess.Popen[bytes]]) -> Path:
     return home
 
 
+def omp_home(tmp: Path, processes: Running) -> Path:
+    """oh-my-pi's recorded live snapshot (a turn open) for a process named omp on a fresh
+    terminal, which oh-my-pi names its breadcrumb after."""
+    home = tmp / ".omp"
+    shutil.copytree(OMP / "interactive-live" / "home-live", home)
+    primary, secondary = os.openpty()
+    processes.fds += [primary, secondary]  # closed after its process: a hang-up would end it
+    command = ["setsid", "--ctty", "bash", "-c", "exec -a omp sleep 300"]
+    omp = subprocess.Popen(command, stdin=secondary, stdout=subprocess.DEVNULL)
+    processes.append(omp)
+    wait_for("its terminal", lambda: "omp" in psutil.Process(omp.pid).cmdline() and terminal(omp))
+    on_its_terminal(home, omp.pid, secondary)
+    return home
+
+
+def terminal(process: subprocess.Popen[bytes]) -> str | None:
+    """Its controlling terminal, with psutil's map of terminals made again (it keeps the one of
+    its first call, from before this pty)."""
+    getattr(_psposix.get_terminal_map, "cache_clear", lambda: None)()
+    found: str | None = psutil.Process(process.pid).terminal()
+    return found
+
+
+def no_omp(text: str) -> str | None:
+    """The exposition once no oh-my-pi session is live, else None."""
+    return text if state_of(text, "oh-my-pi") is None else None
+
+
 def state_of(text: str, agent: str) -> str | None:
     found = re.search(rf'coding_agent_session_state{{agent="{agent}",[^}}]*state="(\w+)"}} 1', text)
     return found.group(1) if found else None
@@ -163,7 +210,7 @@ def totals(text: str) -> list[str]:
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_serve_in_a_stand_in_shows_live_sessions_reads_appends_and_sees_an_exit(
-    system: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    system: str, tmp_path: Path, processes: Running
 ) -> None:
     home = tmp_path / "claude"
     shutil.copytree(CLAUDE / "home", home)
@@ -177,11 +224,15 @@ def test_serve_in_a_stand_in_shows_live_sessions_reads_appends_and_sees_an_exit(
     processes.append(agent)
     write_index(home, agent, session, status="waiting", waitingFor="permission prompt")
     codex = codex_home(tmp_path, processes)
+    omp = ["--omp.home", str(omp_home(tmp_path, processes))]
+    omp_process = processes[-1]
     launcher = (str(STANDIN), system, "--")
-    with run_exporter(home, tmp_path, codex_home=codex, launcher=launcher) as url:
+    with run_exporter(home, tmp_path, *omp, codex_home=codex, launcher=launcher) as url:
         text = get(url + "/metrics")[1]
         assert state_of(text, "claude-code") == "needs_user"
         assert state_of(text, "codex") == "running"  # only its writer lock is held
+        # oh-my-pi names its breadcrumb after the terminal; Windows gives no terminal names
+        assert state_of(text, "oh-my-pi") == (None if system == "windows" else "running")
         before = totals(text)
         with journal.open("a") as f:
             f.write("".join(lines[half:]))
@@ -189,17 +240,18 @@ def test_serve_in_a_stand_in_shows_live_sessions_reads_appends_and_sees_an_exit(
         with urllib.request.urlopen(f"{url}/api/events", timeout=20) as stream:
             assert read_event(stream) == b"retry: 2000\n\n"
             assert b"event: hello" in read_event(stream)
-            agent.kill()
-            agent.wait()
+            for process in (agent, omp_process):
+                process.kill()
+                process.wait()
             wait_for_row(stream, session, "ended")  # pushed by the exit: no scrape between
-        text = get(url + "/metrics")[1]
+        text = wait_for("omp's exit", lambda: no_omp(get(url + "/metrics")[1]))
         assert state_of(text, "claude-code") is None
-        served = totals(text)
+        served = totals(text)  # oh-my-pi's open turn ended: interrupted, as on Linux
     log = (tmp_path / "exporter.log").read_text()
     assert "process exits: waited for with poll" in log  # no kqueue, no kernel32 here
     assert f"process exits: {agent.pid}" in log  # the watch saw it, not a scrape
     assert exporter_read_proc(log) == set()
-    flags = ["--claude.home", str(home), "--codex.home", str(codex)]
+    flags = ["--claude.home", str(home), "--codex.home", str(codex), *omp]
     flags += ["--state.dir", str(tmp_path / "linux-state")]
     linux = subprocess.run(
         [sys.executable, "-m", "coding_agent_exporter", "metrics", *flags],

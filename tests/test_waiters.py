@@ -303,3 +303,19 @@ def test_fake_win32_a_wake_returns_without_an_exit() -> None:
     assert waiter.wait(None) == set()  # the event, reset by the wait
     assert waiter.wait(0) == set()
     waiter.close()
+
+
+def test_fake_win32_a_failing_wait_falls_back_to_looking_at_the_pids() -> None:
+    """WaitForMultipleObjects fails (WAIT_FAILED): the watch closes the waiter's handles and
+    looks at the pids instead; the pid here has no process, so it is reported as ended."""
+    kernel = FakeKernel32()
+    kernel.WaitForMultipleObjects = lambda *args: 0xFFFFFFFF  # type: ignore[method-assign]
+    exits = Exits()
+    watch = ProcessWatch(exits, waiter=win32(kernel), poll=0.05)
+    watch.start()
+    try:
+        watch.watch([(2**22 + 1, None)])  # above Linux's default pid_max: no such process
+        until("the exit reported", lambda: exits.reports == [{2**22 + 1}])
+        assert watch.waiter.name == "poll" and kernel.open == {}
+    finally:
+        watch.stop()

@@ -24,6 +24,7 @@ An exit only wakes the caller; which sessions stop being live is still decided b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -139,6 +140,8 @@ class ProcessWatch:
                 done = self.waiter.wait(timeout)
             except OSError as error:  # the system's wait failed: look at every pid instead
                 log.warning("waiting for processes failed (%s): looking every second", error)
+                with contextlib.suppress(OSError):
+                    self.waiter.close()
                 done, self.waiter = set(), PollWaiter()
                 self._polled |= self._held
                 self._held = set()
