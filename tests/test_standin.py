@@ -35,13 +35,12 @@ from typing import Any
 
 import psutil
 import pytest
-from psutil import _psposix
 
 from .backends import get, run_exporter, wait_for, write_index
 from .conftest import AGENT_HOMES, FIXTURES, ROOT, all_scenarios, expected, home_flags, scenario_id
 from .test_codex_live import LOCK, now_lines
 from .test_live import read_event, wait_for_row
-from .test_pi import on_its_terminal
+from .test_pi import controlling_terminal, on_its_terminal
 from .test_platform import UNGATED
 
 STANDIN = ROOT / "tests" / "standin.py"
@@ -176,17 +175,12 @@ def omp_home(tmp: Path, processes: Running) -> Path:
     command = ["setsid", "--ctty", "bash", "-c", "exec -a omp sleep 300"]
     omp = subprocess.Popen(command, stdin=secondary, stdout=subprocess.DEVNULL)
     processes.append(omp)
-    wait_for("its terminal", lambda: "omp" in psutil.Process(omp.pid).cmdline() and terminal(omp))
+    wait_for(
+        "its terminal",
+        lambda: "omp" in psutil.Process(omp.pid).cmdline() and controlling_terminal(omp.pid),
+    )
     on_its_terminal(home, omp.pid, secondary)
     return home
-
-
-def terminal(process: subprocess.Popen[bytes]) -> str | None:
-    """Its controlling terminal, with psutil's map of terminals made again (it keeps the one of
-    its first call, from before this pty)."""
-    getattr(_psposix.get_terminal_map, "cache_clear", lambda: None)()
-    found: str | None = psutil.Process(process.pid).terminal()
-    return found
 
 
 def no_omp(text: str) -> str | None:
