@@ -37,7 +37,7 @@ from coding_agent_exporter.harnesses.pi.harness import HISTORY, HistoryReader, O
 from coding_agent_exporter.harnesses.pi.transcript import Shared, TranscriptReader
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.processes import process_start
-from coding_agent_exporter.sources.terminals import omp_terminal
+from coding_agent_exporter.sources.terminals import breadcrumb_name, omp_terminal
 from coding_agent_exporter.sources.watch import Watcher
 from coding_agent_exporter.state.labels import ProjectLabel
 from coding_agent_exporter.state.state import State
@@ -478,6 +478,11 @@ def wait_for(check: Any, deadline: float = 10.0) -> Any:
             return found
         time.sleep(0.05)
     return None
+
+
+def test_a_terminal_is_named_as_oh_my_pi_names_its_breadcrumb() -> None:
+    assert breadcrumb_name("/dev/pts/3") == "pts-3"  # Linux (recorded: `pts-0`)
+    assert breadcrumb_name("/dev/ttys003") == "ttys003"  # macOS, as psutil names it
 
 
 def controlling_terminal(pid: int) -> str | None:

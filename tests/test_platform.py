@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,7 @@ def _linux_only(node: ast.AST, docstrings: set[int]) -> Iterator[str]:
             yield repr(node.value)
 
 
+@cache
 def places(root: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
     """(module, function) → what Linux-only it uses, with line numbers, for a package at `root`."""
     found: dict[tuple[str, str], list[str]] = {}

@@ -41,7 +41,13 @@ def omp_terminal(pid: int) -> tuple[str, float] | None:
     programs = {name, *(os.path.basename(arg) for arg in argv[:2])}  # `bun …/bin/omp`
     if terminal is None or not terminal.startswith("/dev/") or PROGRAM not in programs:
         return None
-    return terminal.removeprefix("/dev/").replace("/", "-"), float(started)
+    return breadcrumb_name(terminal), float(started)
+
+
+def breadcrumb_name(device: str) -> str:
+    """A terminal's name as oh-my-pi names its breadcrumb file: `/dev/pts/3` → `pts-3` (Linux),
+    `/dev/ttys003` → `ttys003` (macOS)."""
+    return device.removeprefix("/dev/").replace("/", "-")
 
 
 def _standard_input(pid: int) -> str:
@@ -62,4 +68,4 @@ def _controlling(process: psutil.Process) -> str | None:
     return found
 
 
-__all__ = ["omp_terminal"]
+__all__ = ["breadcrumb_name", "omp_terminal"]
