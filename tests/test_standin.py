@@ -16,8 +16,8 @@ What it cannot prove: anything of the other system's kernel. File events come fr
 polling observer here (no FSEvents, no ReadDirectoryChangesW), process exits from the look at
 the pids every second (no kqueue, no Win32 handle: those two are tested against fakes in
 `tests/test_waiters.py`), holders and terminals from Linux's psutil, paths are POSIX paths.
-Our own state folder per system is not checked here (it is not chosen by system on this
-branch's base).
+Our own state is found where each system keeps it (`~/Library/Application Support`, and
+`%LOCALAPPDATA%` read from the environment: Windows' known folder cannot be asked here).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from typing import Any
 
 import psutil
 import pytest
+
+from coding_agent_exporter.sources.places import APP
 
 from .backends import get, run_exporter, wait_for, write_index
 from .conftest import AGENT_HOMES, FIXTURES, ROOT, all_scenarios, expected, home_flags, scenario_id
@@ -56,6 +58,12 @@ and Windows prometheus_client reads no /proc for them."""
 CLAUDE = FIXTURES / "claude-code" / "2.1.332" / "print-tool"
 CODEX = FIXTURES / "codex" / "0.171.0" / "exec-shell" / "home" / ".codex"
 OMP = FIXTURES / "oh-my-pi" / "18.2.3"
+
+
+def state_folder(system: str, home: Path, local: Path) -> Path:
+    """Where each system keeps our state (with no $XDG_STATE_HOME; Windows' known folder cannot
+    be asked in a stand-in, so its %LOCALAPPDATA% is what is read)."""
+    return (home / "Library" / "Application Support" if system == "darwin" else local) / APP
 
 
 def clean_env(tmp: Path) -> dict[str, str]:
@@ -204,8 +212,11 @@ def totals(text: str) -> list[str]:
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_serve_in_a_stand_in_shows_live_sessions_reads_appends_and_sees_an_exit(
-    system: str, tmp_path: Path, processes: Running
+    system: str, tmp_path: Path, processes: Running, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("XDG_STATE_HOME")  # our state where the system keeps it
+    monkeypatch.setenv("USERPROFILE", os.environ["HOME"])  # Windows' home
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "AppData" / "Local"))
     home = tmp_path / "claude"
     shutil.copytree(CLAUDE / "home", home)
     (journal,) = home.glob("projects/*/*.jsonl")
@@ -241,6 +252,8 @@ def test_serve_in_a_stand_in_shows_live_sessions_reads_appends_and_sees_an_exit(
         text = wait_for("omp's exit", lambda: no_omp(get(url + "/metrics")[1]))
         assert state_of(text, "claude-code") is None
         served = totals(text)  # oh-my-pi's open turn ended: interrupted, as on Linux
+    state = state_folder(system, Path(os.environ["HOME"]), tmp_path / "AppData" / "Local")
+    assert list(state.glob("catch-up-*.cache")), "no catch-up cache where the system keeps state"
     log = (tmp_path / "exporter.log").read_text()
     assert "process exits: waited for with poll" in log  # no kqueue, no kernel32 here
     assert f"process exits: {agent.pid}" in log  # the watch saw it, not a scrape

@@ -59,8 +59,9 @@ def _windows_state(environ: Mapping[str, str]) -> Path:
 
     try:
         return Path(Windows(APP, appauthor=False, roaming=False).user_state_dir)
-    except (OSError, ValueError, KeyError, AttributeError, NotImplementedError):
-        pass  # not Windows (a test), or neither the known folder nor the registry answered
+    except (OSError, ValueError, KeyError, AttributeError, ImportError, NotImplementedError):
+        pass  # not Windows (a test, a stand-in: no ctypes.HRESULT), or neither the known
+        # folder nor the registry answered
     local = environ.get("LOCALAPPDATA")
     if local:
         return Path(local) / APP
