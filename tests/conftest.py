@@ -14,6 +14,7 @@ from coding_agent_exporter.runtime.app import PROBES, App
 from coding_agent_exporter.runtime.config import parse
 from coding_agent_exporter.runtime.engine import Source
 from coding_agent_exporter.runtime.settings import settings_of
+from coding_agent_exporter.sources import platform
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -120,3 +121,14 @@ def _own_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("OTEL_", "CODING_AGENT_EXPORTER_")) or name in AGENT_HOMES:
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(params=["auto", "portable"])
+def probes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test that takes this runs twice: with this system's own probes (Linux's here) and with
+    the portable ones (macOS's and Windows' code path), in this process and in every exporter
+    process it starts; the choice before it is restored after it."""
+    wanted: str = request.param
+    monkeypatch.setenv("CODING_AGENT_EXPORTER_PLATFORM_PROBES", wanted)
+    monkeypatch.setattr(platform, "_chosen", platform.detect(wanted))
+    return wanted

@@ -4,6 +4,7 @@ joins with timeouts."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -98,3 +99,57 @@ def test_renames_then_appends_reported_promptly(tmp_path: Path) -> None:
         assert slowest < PROMPT * 2, f"an append waited {slowest:.3f} s behind a rename"
     finally:
         watcher.stop()
+
+
+def test_portable_probes_use_watchdogs_own_observer(probes: str) -> None:
+    """With the portable probes (as on macOS and Windows) the observer is watchdog's own for the
+    system, which on Linux is still inotify: events from the kernel, never a polling observer."""
+    from watchdog.observers import Observer
+    from watchdog.observers.polling import PollingObserver
+
+    observer = fsobserver.make()
+    if probes == "portable":
+        assert type(observer) is Observer and type(observer).__name__ == "InotifyObserver"
+    else:
+        assert type(observer).__name__ == "_PromptObserver"
+    assert not isinstance(observer, PollingObserver)
+
+
+_BROKEN_IMPORT = """
+import subprocess
+import sys
+from importlib.abc import MetaPathFinder
+from watchdog.observers import Observer  # chosen first: as on macOS/Windows, without inotify
+for name in [name for name in sys.modules if name.startswith("watchdog.observers.inotify")]:
+    del sys.modules[name]  # imported again below, and failing
+
+class Broken(MetaPathFinder):
+    # watchdog's inotify module as it fails off Linux: {error}
+    def find_spec(self, name, path, target=None):
+        if name == "watchdog.observers.inotify_c":
+            from watchdog.utils import UnsupportedLibcError
+            raise {error}
+        return None
+
+sys.meta_path.insert(0, Broken())
+from coding_agent_exporter.sources import fsobserver, platform
+platform.choose("auto")
+print(fsobserver.INOTIFY, type(fsobserver.make()) is Observer)
+"""
+
+
+@pytest.mark.parametrize(
+    "error",
+    ["UnsupportedLibcError('libc.so.6 has no inotify')", "TypeError('CDLL(None)')"],
+    ids=["macos-libc", "windows-ctypes"],
+)
+def test_inotify_import_failure_is_not_a_crash(error: str) -> None:
+    """A real process in which importing watchdog's inotify module fails as it does on macOS
+    (`UnsupportedLibcError`, a plain Exception) and on Windows (`TypeError` from ctypes): the
+    module imports, and `make()` gives watchdog's own observer (`serve` crashed here at start);
+    which one that is on macOS or Windows (FSEvents, ReadDirectoryChangesW) is watchdog's choice
+    and cannot be seen on Linux."""
+    code = _BROKEN_IMPORT.format(error=error)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

@@ -11,9 +11,19 @@ paired move's arrival wakes: an ``IN_MOVED_FROM`` with no ``IN_MOVED_TO`` (a fil
 the watched tree) still holds the queue its 0.5 s, as watchdog intends.
 
 Only the taking side changes; the pairing, the watches and the events are watchdog's own. This
-builds on watchdog 7.1's inotify classes; on a platform without inotify, or a watchdog whose
-classes moved, ``make()`` is watchdog's default observer (``tests/test_fsobserver.py`` fails on
-Linux then, so an upgrade does not lose the fix unnoticed).
+builds on watchdog 7.1's inotify classes, and is used only with Linux's own probes
+(``platform.current().native``). Elsewhere ``make()`` is watchdog's own observer for the system:
+FSEvents on macOS, ReadDirectoryChangesW on Windows, and on Linux with
+``--platform.probes=portable`` watchdog's plain inotify observer (file events still come from the
+kernel; only the prompt pairing is left out). Which observer that is, is watchdog's choice: it
+polls only where the system gives no file events at all.
+
+Importing the inotify classes fails differently per system, and never only with ``ImportError``:
+watchdog's ``inotify_c`` raises ``UnsupportedLibcError`` (a plain ``Exception``) where libc has no
+inotify calls (macOS), and ``ctypes.CDLL(None)`` raises ``TypeError`` on Windows. Any exception
+out of that import therefore means "no inotify here", never a crash at start. A watchdog whose
+classes moved gives the same fallback on Linux; ``tests/test_fsobserver.py`` fails then, so an
+upgrade does not lose the fix unnoticed.
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from dataclasses import dataclass, field
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
+from . import platform
+
 __all__ = ["make"]
 
 
 def make() -> BaseObserver:
-    """An observer for this platform: on Linux, inotify with prompt move pairing."""
-    return _PromptObserver() if INOTIFY else Observer()
+    """An observer for this platform: with Linux's own probes, inotify with prompt move pairing;
+    otherwise watchdog's own observer for the system (FSEvents, ReadDirectoryChangesW, inotify)."""
+    return _PromptObserver() if INOTIFY and platform.current().native else Observer()
 
 
 try:
@@ -42,7 +55,7 @@ try:
         InotifyMoveEventGrouper,
     )
     from watchdog.utils.delayed_queue import DelayedQueue
-except ImportError:  # pragma: no cover - not Linux
+except Exception:  # pragma: no cover - UnsupportedLibcError (macOS), TypeError (Windows)
     INOTIFY = False
 else:
     INOTIFY = True
