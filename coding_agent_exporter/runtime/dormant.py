@@ -25,7 +25,8 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl, stat_key
+from ..sources.reading import stat_key
+from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl
 
 Key = tuple[int, int, int, int]
 BLOCK = 256

@@ -34,7 +34,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tail import stat_key
+from .reading import stat_key
 
 
 @dataclass(frozen=True, slots=True)
