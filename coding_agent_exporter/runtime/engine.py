@@ -43,6 +43,10 @@ Found = Path | str
 """A file the engine found: a `Path`, or the name of one it already follows (no `Path` made)."""
 _INDEX_EVENTS = (LiveIndexRead, LiveIndexRemoved, TitleSet)
 """What indexes beside the sessions tell (live processes, titles): no work of the session's."""
+_SEP = os.sep
+"""How the walk joins a folder and a file name: the system's own separator, so a walked name is
+the `str` of the `Path` a watcher reports for the same file (on Windows `\\`: with `/`, a
+watcher's path never matched the walk's and a second follower read the file again)."""
 _COMPANIONS = ("-wal", "-journal")
 """Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
 
@@ -356,7 +360,7 @@ class Engine:
         for folder, _, names in os.walk(top, onerror=skipped):
             rel = None  # once per folder: a file costs no stat
             for name in names:
-                joined = f"{folder}/{name}"
+                joined = folder + _SEP + name
                 if joined in known:  # read before: matched then
                     if seen is None:
                         yield joined, source
@@ -601,11 +605,13 @@ def _name(path: Found) -> str:
 
 def _order(item: tuple[Found, Source]) -> tuple[int, str]:
     """Shallow files first, then by name. A name (the walk's `folder/name`, equal to the `str`
-    of its `Path`) counts its parts without a `Path` made: one more than its slashes."""
+    of its `Path`) counts its parts without a `Path` made: one more than its separators (a
+    name that starts with two, `//x` or Windows' `\\\\server\\share`, is counted by its `Path`)."""
     path = item[0]
-    if isinstance(path, Path) or path.startswith("//"):
+    sep = _SEP
+    if isinstance(path, Path) or path.startswith(sep + sep):
         return len(Path(path).parts), str(path)
-    return path.count("/") + 1, path
+    return path.count(sep) + 1, path
 
 
 def _database_of(path: Path, source: Source) -> Path:
@@ -619,9 +625,11 @@ def _database_of(path: Path, source: Source) -> Path:
 
 
 def _rel(path: Found, source: Source) -> PurePosixPath:
-    text, home = os.fspath(path), os.fspath(source.home)
-    if text.startswith(home) and text[len(home) : len(home) + 1] == "/":  # no Path made
-        return PurePosixPath(text[len(home) + 1 :])
+    """`path` below its home, in the `/`-separated form harnesses match on every system."""
+    text, home, sep = os.fspath(path), os.fspath(source.home), _SEP
+    if text.startswith(home) and text[len(home) : len(home) + 1] == sep:  # no Path made
+        rest = text[len(home) + 1 :]
+        return PurePosixPath(rest if sep == "/" else rest.replace(sep, "/"))
     return PurePosixPath(Path(path).relative_to(source.home).as_posix())
 
 
