@@ -20,6 +20,8 @@ from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
 
+pytestmark = pytest.mark.usefixtures("probes")  # Linux's own probes, then the portable ones
+
 RECORDED = FIXTURES / "claude-code" / "2.1.197" / "print-tool" / "home"
 A = "claude-code"
 

@@ -18,11 +18,19 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from . import platform
 
-__all__ = ["UNSTABLE_TYPES", "Mount", "mounts", "on_windows_drive", "parse", "unstable_devices"]
+__all__ = [
+    "UNSTABLE_TYPES",
+    "Mount",
+    "mounts",
+    "on_windows_drive",
+    "parse",
+    "rescanned",
+    "unstable_devices",
+]
 
 UNSTABLE_TYPES = frozenset({"9p", "drvfs"})
 """Filesystem types of WSL's Windows-drive mounts: no events for Windows' writes, no stable
@@ -61,10 +69,11 @@ def _mount_of(path: str, table: Sequence[Mount]) -> Mount | None:
     """The mount `path` is on: the deepest mount point above it."""
     parts = PurePosixPath(path).parts
     best: Mount | None = None
+    depth = -1
     for mount in table:
         above = PurePosixPath(mount[0]).parts
-        if parts[: len(above)] == above and (best is None or len(above) > len(best[0])):
-            best = (mount[0], mount[1])
+        if parts[: len(above)] == above and len(above) > depth:
+            best, depth = mount, len(above)
     return best
 
 
@@ -78,6 +87,15 @@ def on_windows_drive(paths: Iterable[os.PathLike[str] | str], table: Sequence[Mo
         if mount is not None and mount[1] in UNSTABLE_TYPES:
             found.append(text)
     return found
+
+
+def rescanned(roots: Sequence[Path]) -> list[Path]:
+    """Those of `roots` (the agents' watched folders) to rescan on an interval: under WSL, the
+    ones on a Windows drive; elsewhere none."""
+    if not platform.current().wsl:
+        return []
+    found = set(on_windows_drive(roots, mounts()))
+    return [root for root in roots if os.path.abspath(root) in found]
 
 
 @functools.cache

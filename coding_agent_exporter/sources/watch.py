@@ -168,6 +168,13 @@ class Watcher:
             if paths or stopped or _remaining(deadline) == 0:
                 return paths
 
+    def report(self, paths: set[Path]) -> None:
+        """Report `paths` as changed, as if by a file event (any thread: the live-file follower,
+        `livefiles`, wakes the loop this way)."""
+        with self._cond:
+            self._pending |= paths
+            self._cond.notify_all()
+
     def _ready(self) -> bool:
         return bool(self._pending) or self._rearrange or self._stopped
 
