@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 import queue
 import select
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +29,9 @@ from coding_agent_exporter.sources import livefiles
 from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.state import State
 
-from .conftest import FIXTURES
+from .backends import free_port, get, wait_for, write_index
+from .conftest import FIXTURES, ROOT
+from .test_inotify_limit import session, total
 
 DEADLINE = 10.0
 RECORDED = FIXTURES / "claude-code" / "2.1.197" / "print-tool" / "home"
@@ -216,3 +221,63 @@ def test_fake_kqueue_filters_reports_and_lets_go(tmp_path: Path) -> None:
     finally:
         follower.stop()
     assert kq.closed and follower._fds == {}
+
+
+# A real `serve` with the portable probes whose folder watcher reports nothing (as FSEvents may
+# say nothing of an append through a held handle): only the live-file follower can see it.
+_SERVE = """
+import sys
+from coding_agent_exporter.runtime import cli
+from coding_agent_exporter.sources import watch
+
+watch.Watcher._record = lambda self, event: None  # no file events at all
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_serve_reads_a_live_sessions_append_through_the_follower_alone(tmp_path: Path) -> None:
+    """The follower carries an append made through a held handle into a real `serve`'s
+    metrics, with no file event at all (without it this times out: checked by hand)."""
+    home = tmp_path / "claude"
+    (home / "projects" / "p").mkdir(parents=True)
+    (home / "sessions").mkdir()
+    sid, text = session(7)
+    lines = text.splitlines(keepends=True)
+    journal = home / "projects" / "p" / f"{sid}.jsonl"
+    journal.write_bytes(b"".join(lines[:4]))  # the prompt: the session has work
+    agent = subprocess.Popen(["sleep", "300"])  # stands in for the agent's process
+    port = free_port()
+    argv = ["serve", "--claude.home", str(home), "--codex.home", str(tmp_path / "no-codex")]
+    argv += ["--web.listen-address", f"127.0.0.1:{port}", "--platform.probes", "portable"]
+    for name in ("gemini-cli", "opencode", "pi", "oh-my-pi", "grok", "vibe"):
+        argv.append(f"--no-harness.{name}")
+    log_path = tmp_path / "exporter.log"
+    try:
+        write_index(home, agent, sid, status="busy")
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _SERVE, *argv], cwd=ROOT, stdout=log, stderr=log
+            )
+            url = f"http://127.0.0.1:{port}"
+            try:
+                wait_for("ready", lambda: get(url + "/-/ready")[0] == 200, deadline=30)
+                metrics = url + "/metrics"
+                before = total(get(metrics)[1], "coding_agent_exporter_records_total")
+                with journal.open("ab") as f:  # held open, as an agent holds its journal
+                    f.write(b"".join(lines[4:]))
+                    f.flush()
+                    wait_for(
+                        "the append, by the follower",
+                        lambda: (
+                            total(get(metrics)[1], "coding_agent_exporter_records_total")
+                            == before + len(lines) - 4
+                        ),
+                        deadline=20,
+                    )
+            finally:
+                process.send_signal(signal.SIGTERM)
+                code = process.wait(timeout=15)
+    finally:
+        agent.kill()
+        agent.wait()
+    assert code == 0, log_path.read_text()
