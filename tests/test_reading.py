@@ -119,3 +119,15 @@ def test_open_regular_refuses_a_folder_and_a_fifo(tmp_path: Path) -> None:
     with pytest.raises(OSError) as caught:
         reading.open_regular(str(fifo))  # would block without O_NONBLOCK
     assert caught.value.errno == errno.EINVAL
+
+
+def test_fake_win32_stat_is_taken_through_a_handle(tmp_path: Path) -> None:
+    """FAKE Win32: on Windows a follower's `stat` comes from a handle opened (sharing delete) on
+    the file, then closed, so it sees the size of a file still open for writing."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a":1}\n')
+    fake = FakeWin32()
+    st = reading._stat_by_handle(str(path), fake)
+    assert st.st_size == 8 and st.st_ino == path.stat().st_ino
+    assert len(fake.calls) == 1
+    assert reading.stat_current is os.stat  # POSIX: the plain call, unchanged

@@ -13,9 +13,9 @@ a live session's file:
   (`O_EVTONLY` where the system has it: they do not keep a volume from being unmounted).
 * Windows: a file's size in its folder is updated lazily while a writer holds it open, so
   ReadDirectoryChangesW may say nothing of an append until then. Here each live file is looked
-  at every `STAT_EVERY` second (1 s): opened (sharing delete, `reading.open_regular`), its size
-  and mtime taken from the open handle, which are current, and closed. Only the live files:
-  history is never looked at this way.
+  at every `STAT_EVERY` second (1 s): opened (sharing delete), its size and mtime taken from
+  the open handle, which are current, and closed (`reading.stat_current`; the followers
+  compare the same before they read). Only the live files: history is never looked at so.
 
 On Linux with its own probes inotify reports every append at once: nothing is followed
 (`NoFollower`, `needed` False, so the loop does not even list the live files). With
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import platform
-from .reading import open_regular, stat_key
+from .reading import stat_current, stat_key
 
 __all__ = [
     "MAX_FOLLOWED",
@@ -151,14 +151,13 @@ class StatFollower:
 
 
 def _key(name: str) -> tuple[int, int, int, int] | None:
-    """The file's identity, size and mtime as its open handle gives them (on Windows a
-    folder's listing may lag behind an open file); None if it cannot be looked at."""
+    """The file's identity, size and mtime (on Windows through a handle opened on it: a
+    folder's own record lags behind a file still open for writing); None if it cannot be
+    looked at."""
     try:
-        fd, st = open_regular(name)
+        return stat_key(stat_current(name))
     except OSError:
         return None
-    os.close(fd)
-    return stat_key(st)
 
 
 # kqueue's values on macOS and the BSDs (sys/event.h), for where `select` lacks them: a unit

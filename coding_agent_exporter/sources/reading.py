@@ -6,6 +6,9 @@
   it would fail while we read: there it is opened with `CreateFileW` sharing read, write AND
   delete (`FILE_SHARE_DELETE`), and the handle turned into a descriptor (`msvcrt`). Its handle
   is not inherited by child processes (no security attributes given).
+* Looking before reading (`stat_current`): `os.stat`, except on Windows, where a folder's own
+  record of a file's size lags while a writer holds the file open: there the file is opened
+  (sharing delete) and its handle asked, which is current (not verified on Windows here).
 * Reading at an offset: `os.pread` with Linux's own probes and on macOS; elsewhere (Windows,
   which has no `pread`, and Linux with `--platform.probes=portable`, which is how CI runs
   Windows' way) a seek and a read on the descriptor, which only its one follower uses.
@@ -29,7 +32,15 @@ from typing import Any, Protocol, cast
 
 from . import mounts, platform
 
-__all__ = ["Pread", "identity", "open_regular", "pread_for", "seek_read", "stat_key"]
+__all__ = [
+    "Pread",
+    "identity",
+    "open_regular",
+    "pread_for",
+    "seek_read",
+    "stat_current",
+    "stat_key",
+]
 
 Pread = Callable[[int, int, int], bytes]
 """`(fd, size, offset) -> bytes`: `os.pread`'s signature."""
@@ -49,6 +60,22 @@ def open_regular(path: str) -> tuple[int, os.stat_result]:
     os.close(fd)
     code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
     raise OSError(code, "not a regular file", str(path))
+
+
+def _stat_by_handle(path: str, api: Win32 | None = None) -> os.stat_result:
+    """Windows: the file's `stat` through a handle opened on it, which gives the size and mtime
+    of a file still being written (a folder's own record of them lags until the writer closes
+    the file: what the listing-based calls may return)."""
+    fd = _open_shared(path, api)
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+stat_current: Callable[[str], os.stat_result] = os.stat if os.name != "nt" else _stat_by_handle
+"""`os.stat`, except on Windows, where the size of a file still open for writing is taken from a
+handle (see `_stat_by_handle`): what a follower compares before deciding to read."""
 
 
 def _open_posix(path: str) -> int:

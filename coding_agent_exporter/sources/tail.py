@@ -60,7 +60,7 @@ import zstandard
 
 from . import platform
 from .decode import loads
-from .reading import Pread, identity, pread_for, stat_key
+from .reading import Pread, identity, pread_for, stat_current, stat_key
 from .reading import open_regular as _open_regular  # a test counts the opens through it
 
 __all__ = [
@@ -183,7 +183,7 @@ class JsonlTail:
         if self._ident is not None:
             return 0
         try:
-            size = os.stat(self.file).st_size
+            size = stat_current(self.file).st_size
         except OSError:
             return 0
         if size <= keep:
@@ -195,7 +195,7 @@ class JsonlTail:
         """Return all complete lines appended since the last call."""
         try:
             # a file never read has no stat to compare with: opened at once
-            if self._ident is not None and self._unchanged(os.stat(self.file)):
+            if self._ident is not None and self._unchanged(stat_current(self.file)):
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
         except OSError as exc:
@@ -309,7 +309,7 @@ class ZstdJsonl:
 
     def read(self) -> TailResult:
         try:
-            if self._key is not None and stat_key(os.stat(self.file)) == self._key:
+            if self._key is not None and stat_key(stat_current(self.file)) == self._key:
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as raw:
@@ -423,7 +423,7 @@ class JsonDoc:
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:
-            if self._key is not None and stat_key(os.stat(self.file)) == self._key:
+            if self._key is not None and stat_key(stat_current(self.file)) == self._key:
                 last = self._last
                 return DocResult(False, None, last.error, 0) if last.error else _NOTHING
             fd, st = _open_regular(self.file)
