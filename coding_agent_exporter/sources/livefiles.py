@@ -52,8 +52,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_FOLLOWED = 256
-"""Files followed at most (descriptors held, on macOS); beyond, the folder watcher alone."""
+MAX_FOLLOWED = 64
+"""Files followed at most; beyond, the folder watcher alone. On macOS each holds a descriptor,
+and a process started by launchd may have only 256 of them."""
 STAT_EVERY = 1.0
 """Seconds between two looks at the live files, where they are looked at (Windows)."""
 
@@ -257,7 +258,11 @@ class KqueueFollower:
 
     def _run(self) -> None:
         while True:
-            events = self._kqueue.control(None, 64, None)
+            try:
+                events = self._kqueue.control(None, 64, None)
+            except OSError as error:  # the folder watcher goes on alone
+                log.warning("live files: kqueue failed, no longer followed directly: %s", error)
+                return
             changed: set[Path] = set()
             with self._lock:
                 if self._stopped:
