@@ -20,6 +20,8 @@ from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
 
+pytestmark = pytest.mark.usefixtures("probes")  # Linux's own probes, then the portable ones
+
 RECORDED = FIXTURES / "claude-code" / "2.1.197" / "print-tool" / "home"
 A = "claude-code"
 
@@ -266,3 +268,37 @@ def test_a_record_with_a_field_of_the_wrong_type_is_rejected_whole(
     journal_path(tmp_path / "whole").write_bytes(b"".join(journal[:at] + journal[at + 1 :]))
     reference.catch_up()
     assert engine.state.totals.tokens == reference.state.totals.tokens  # as if never written
+
+
+def test_a_watchers_path_finds_the_walks_follower(tmp_path: Path, journal: list[bytes]) -> None:
+    """The walk names a file as the watcher's `Path` spells it (the system's separator): an
+    event for a followed file reads it on, never through a second follower from byte 0."""
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal[:4]))
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    followed = set(engine._files)
+    assert followed == {str(path)}
+    with path.open("ab") as f:
+        f.write(b"".join(journal[4:]))
+    engine.changed([Path(os.fspath(path))])  # as a watcher reports it
+    assert set(engine._files) == followed and engine.stats.files[A] == 1
+    assert totals(engine) == (2, 1, 1)  # each record once
+
+
+def test_windows_separator_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIMULATED (Windows cannot run here): with `\\` as the separator, a name under the home is
+    the `/`-separated path harnesses match, and shallow names sort first as their `Path`s do."""
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    from coding_agent_exporter.runtime import engine as module
+
+    monkeypatch.setattr(module, "_SEP", "\\")
+    home = "C:\\Users\\u\\.claude"
+    source = Source(ClaudeCode(), Path(home))  # a one-part POSIX path: only its text is used
+    name = home + "\\projects\\-C--work\\s.jsonl"
+    assert module._rel(name, source) == PurePosixPath("projects/-C--work/s.jsonl")
+    shallow, deep = home + "\\history.jsonl", name
+    assert module._order((shallow, source))[0] == len(PureWindowsPath(shallow).parts)
+    assert module._order((deep, source))[0] == len(PureWindowsPath(deep).parts)
+    assert module._order((shallow, source)) < module._order((deep, source))

@@ -12,6 +12,8 @@ import pytest
 
 from .test_engine import A, engine_on, journal, journal_path, totals
 
+pytestmark = pytest.mark.usefixtures("probes")  # Linux's own probes, then the portable ones
+
 __all__ = ["journal"]  # the fixture, used by name
 
 WHOLE = (2, 1, 1)  # messages, turns, tool calls of the recorded journal

@@ -125,7 +125,7 @@ def test_nothing_is_made_while_no_stream_is_open() -> None:
     assert feed.generation == 1 and not state.touched
 
 
-def test_serve_pushes_a_live_index_change_within_a_second(tmp_path: Path) -> None:
+def test_serve_pushes_a_live_index_change_within_a_second(tmp_path: Path, probes: str) -> None:
     """A real `serve` over a recorded home: a stream open on /api/events gets the session's
     row within a second of its live index saying it waits for the user."""
     scenario = FIXTURES / "claude-code" / "2.1.332" / "print-tool"

@@ -102,13 +102,15 @@ def span_ids(path: Path) -> set[tuple[str, str]]:
 
 
 def test_sigkill_while_following_live_sessions_then_restart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probes: str
 ) -> None:
     """Six live sessions (sub-agents included) keep writing while the exporter, sending each turn
     as a trace, is killed three times at random moments and started again. At the end: the
     counters of a recount, every span received at most once, the checkpoint always whole, and
     nearly every span of a one-shot `traces` run over the same files received, once the turns
-    open at the last stop were sent by one more start (a turn's spans go when it is complete)."""
+    open at the last stop were sent by one more start (a turn's spans go when it is complete).
+    With Linux's own probes, then with the portable ones (watchdog's own observer, the live
+    files followed by the stat follower, reads by seek and read)."""
     sink = HttpSink()
     state = tmp_path / "state"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint)

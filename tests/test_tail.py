@@ -1,5 +1,8 @@
 """One test per file-system hazard for coding_agent_exporter.sources.tail; every step is an
-explicit read()."""
+explicit read(). Each runs three ways, on real files: with Linux's own probes (`os.pread`),
+with the portable ones (a seek and a read, Windows' way), and with the portable ones on a
+filesystem whose inode numbers are not trusted (as WSL's 9P mounts of Windows drives: the file
+known by size and mtime; here the test's own folder is declared such a mount)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,21 @@ from pathlib import Path
 
 import pytest
 
+from coding_agent_exporter.sources import mounts, platform, reading
 from coding_agent_exporter.sources.tail import DocResult, JsonDoc, JsonlTail, Line, TailResult
+
+
+@pytest.fixture(autouse=True, params=["auto", "portable", "unstable-inodes"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """How files are read and known again (see the module's docstring)."""
+    wanted: str = request.param
+    probes = "auto" if wanted == "auto" else "portable"
+    monkeypatch.setenv("CODING_AGENT_EXPORTER_PLATFORM_PROBES", probes)
+    monkeypatch.setattr(platform, "_chosen", platform.detect(probes))
+    if wanted == "unstable-inodes":
+        device = frozenset({tmp_path.stat().st_dev})
+        monkeypatch.setattr(mounts, "unstable_devices", lambda: device)
+    return wanted
 
 
 def append(path: Path, data: bytes) -> None:
@@ -114,11 +131,13 @@ def test_truncation_resets(log: Path) -> None:
 
 
 def test_rewrite_same_size_detected(log: Path, tmp_path: Path) -> None:
+    """Replaced by a file of the same head and size: the inode tells, or, where inodes are not
+    trusted, the bytes before the offset do."""
     tail = JsonlTail(log)
     append(log, HEADER + b'\n{"n":1}\n')
     tail.read()
     other = tmp_path / "new.jsonl"
-    other.write_bytes(HEADER + b'\n{"n":2}\n')  # same head, same size: only the inode tells
+    other.write_bytes(HEADER + b'\n{"n":2}\n')  # same head, same size
     os.replace(other, log)
     assert log.stat().st_size == tail.offset
     result = tail.read()
@@ -290,3 +309,11 @@ def test_doc_missing(doc: Path) -> None:
     assert reader.read() == DocResult(True, [1, 2], None, 6)
     doc.unlink()
     assert reader.read() == DocResult(True, None, "missing", 0)
+
+
+def test_each_way_reads_and_knows_files_as_it_says(way: str, log: Path) -> None:
+    """The three ways differ where they claim to: how bytes are read at an offset, and whether
+    a file is known by its inode."""
+    pread = reading.pread_for(platform.current())
+    assert (pread is os.pread) == (way == "auto")
+    assert (reading.identity(log.stat()) == (0, 0)) == (way == "unstable-inodes")

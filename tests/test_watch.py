@@ -1,5 +1,7 @@
 """coding_agent_exporter.sources.watch against real inotify events; every wait is
-changed(timeout=...), no sleeps."""
+changed(timeout=...), no sleeps. Every test runs with Linux's own probes (the prompt inotify
+observer) and with the portable ones (watchdog's own observer, as on macOS and Windows; still
+inotify here, so this proves the watcher's logic on that path, not FSEvents or Windows' events)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from coding_agent_exporter.sources.watch import Watcher
 
 TIMEOUT = 5.0
+pytestmark = pytest.mark.usefixtures("probes")
 
 
 @pytest.fixture
@@ -24,7 +27,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def watcher(root: Path) -> Iterator[Watcher]:
+def watcher(root: Path, probes: str) -> Iterator[Watcher]:
     w = Watcher([root])
     w.start()
     yield w

@@ -308,6 +308,16 @@ class ExporterCollector:
         )
         rescanning.add_metric([], 1 if stats.rescanning else 0)
         yield rescanning
+        if stats.rescanned:  # only where some are (WSL): the exposition elsewhere is as it was
+            rescanned = GaugeMetricFamily(
+                "coding_agent_exporter_rescanned_roots",
+                "The agent's watched folders rescanned on an interval because no file events "
+                "come from them (under WSL, on a Windows drive: --platform.wsl-rescan-interval).",
+                labels=["agent"],
+            )
+            for agent in self.agents:
+                rescanned.add_metric([agent], stats.rescanned[agent])
+            yield rescanned
         yield _counter(
             "coding_agent_exporter_bytes_read",
             "Bytes read from agent files.",

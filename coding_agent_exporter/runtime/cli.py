@@ -13,11 +13,12 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from prometheus_client import generate_latest
 
-from ..sources import platform
+from ..sources import mounts, platform
 from ..sources.processes import CachedProbe, process_start
 from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
@@ -107,6 +108,7 @@ def settle_heap() -> None:
 
 def serve(config: Config) -> int:
     # imported here: `metrics` and `sessions` start without them
+    from ..sources import livefiles
     from ..sources.procwatch import ProcessWatch
     from ..sources.watch import Watcher
     from ..web.hosts import HostPolicy
@@ -194,6 +196,9 @@ def serve(config: Config) -> int:
     signal.signal(signal.SIGINT, on_signal)
     watcher = Watcher(app.engine.roots)
     watcher.start()  # before catching up, so nothing written meanwhile is missed
+    live = livefiles.make(watcher.report)  # macOS, Windows: the live files followed directly
+    live.start()
+    rescanned = _rescanned(app, config.wsl_rescan)
 
     def exited(pids: set[int]) -> None:  # a live session's process exited
         probe.forget(pids)
@@ -210,12 +215,14 @@ def serve(config: Config) -> int:
             pusher.start()  # after the catch-up: never a count lower than the files' own
         app.engine.save_cache()
         settle_heap()
-        last_rescan = last_refresh = time.monotonic()
+        last_rescan = last_refresh = last_wsl = time.monotonic()
         refresh_due: float | None = None  # something changed: refresh by then
         while not stop.is_set():
             with app.state.lock:
                 procs.watch((e.pid, e.started_at) for e in app.state.entries.values())
             wait = 1.0 if refresh_due is None else max(0.0, refresh_due - time.monotonic())
+            if rescanned:
+                wait = min(wait, max(0.0, last_wsl + config.wsl_rescan - time.monotonic()))
             changed = watcher.changed(timeout=min(1.0, wait))
             if changed:
                 app.changed(sorted(changed))
@@ -228,14 +235,21 @@ def serve(config: Config) -> int:
                 app.refresh()  # an index gone idle ends its turn without waiting for a scrape
                 feed.publish(app.state)
                 last_refresh, refresh_due = time.monotonic(), None
+            if live.needed:
+                live.follow(app.engine.live_files())
             app.stats.rescanning = watcher.degraded
             if app.stats.rescanning and time.monotonic() - last_rescan >= RESCAN_EVERY:
                 app.engine.rescan()  # a slow, bounded look instead of going blind
                 last_rescan = time.monotonic()
+            if rescanned and time.monotonic() - last_wsl >= config.wsl_rescan:
+                app.engine.rescan(rescanned)  # WSL: Windows' writes there give no events
+                feed.publish(app.state)
+                last_wsl = time.monotonic()
             if spans is not None:
                 spans.save(now=time.time())
     finally:
         feed.close()
+        live.stop()
         watcher.stop()
         procs.stop()
         server.shutdown()
@@ -245,6 +259,25 @@ def serve(config: Config) -> int:
         if spans is not None:
             spans.shutdown()  # sends what is still queued
     return 0
+
+
+def _rescanned(app: App, every: float) -> list[Path]:
+    """The watched folders to rescan every `every` seconds (under WSL, those on a Windows drive),
+    counted per agent in `coding_agent_exporter_rescanned_roots` and logged; none if `every`
+    is 0."""
+    watched = app.engine.watched()
+    found = set(mounts.rescanned([root for _, root in watched])) if every > 0 else set()
+    for agent, root in watched:
+        if root in found:
+            app.stats.rescanned[agent] += 1
+            log.info(
+                "%s: %s is on a Windows drive: rescanning it every %g s (writes made from "
+                "Windows give no file events in WSL)",
+                agent,
+                root,
+                every,
+            )
+    return sorted(found)
 
 
 def _sessions(config: Config) -> int:

@@ -73,6 +73,7 @@ class Config:
     service_action: str = "status"  # `service install|uninstall|status`
     service_for: str = "linux"  # --service.for: whose service file (linux, macos, windows)
     dry_run: bool = False  # --service.dry-run: print the file, change nothing
+    wsl_rescan: float = 10.0  # --platform.wsl-rescan-interval: seconds; 0: never
 
     @property
     def homes(self) -> dict[str, Path]:
@@ -325,6 +326,15 @@ def _flags(environ: Mapping[str, str]) -> tuple[Parser, list[Setting | Switch]]:
         "macOS/Windows way, on any system).",
         choices=list(PROBES),
     )
+    add(
+        "--platform.wsl-rescan-interval",
+        "10s",
+        "Under WSL, how often the agent folders on a Windows drive (/mnt/<drive>: no file "
+        "events come for writes made from Windows) are rescanned, as a DURATION (10s); 0s: "
+        "never. Nothing else is rescanned.",
+        type=duration,
+        metavar="DURATION",
+    )
     add("--log.level", "info", "Log level.", choices=["debug", "info", "warn", "error"])
     add("--log.format", "text", "Log format.", choices=["text", "json"])
     return common, known
@@ -542,6 +552,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         dry_run=values["service.dry_run"],
         allowed_hosts=tuple(h for h in values["web.allowed_hosts"].split(",") if h.strip()),
         max_connections=values["web.max_connections"],
+        wsl_rescan=values["platform.wsl_rescan_interval"],
     )
 
 

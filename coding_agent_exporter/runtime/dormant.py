@@ -18,14 +18,14 @@ decompressed is kept, as files are woken in the order they fell asleep).
 
 from __future__ import annotations
 
-import os
 import pickle
 from array import array
 from typing import Any, BinaryIO
 
 import zstandard
 
-from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl, stat_key
+from ..sources.reading import stat_current, stat_key
+from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl
 
 Key = tuple[int, int, int, int]
 BLOCK = 256
@@ -98,7 +98,7 @@ class Sleepers:
         """File `at` is as it was when it fell asleep (a file that cannot be looked at has
         changed: waking it lets its follower report why)."""
         try:
-            st = os.stat(self.names[at])
+            st = stat_current(self.names[at])
         except OSError:
             return False
         return stat_key(st) == self.key(at)

@@ -43,6 +43,10 @@ Found = Path | str
 """A file the engine found: a `Path`, or the name of one it already follows (no `Path` made)."""
 _INDEX_EVENTS = (LiveIndexRead, LiveIndexRemoved, TitleSet)
 """What indexes beside the sessions tell (live processes, titles): no work of the session's."""
+_SEP = os.sep
+"""How the walk joins a folder and a file name: the system's own separator, so a walked name is
+the `str` of the `Path` a watcher reports for the same file (on Windows `\\`: with `/`, a
+watcher's path never matched the walk's and a second follower read the file again)."""
 _COMPANIONS = ("-wal", "-journal")
 """Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
 
@@ -227,11 +231,39 @@ class Engine:
             self._read(name, source)
         return skipped
 
-    def rescan(self) -> None:
+    def rescan(self, roots: Collection[Path] | None = None) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches
-        left): unchanged files cost one stat, new ones are read, gone ones are forgotten."""
-        paths = [Path(path) for source in self.sources for path, _ in self._scan(source)]
-        self.changed(sorted({*paths, *map(Path, self._files)}))
+        left): unchanged files cost one stat, new ones are read, gone ones are forgotten.
+        `roots`: only the files under these watched folders (a Windows drive under WSL)."""
+        if roots is None:
+            paths = [Path(path) for source in self.sources for path, _ in self._scan(source)]
+            self.changed(sorted({*paths, *map(Path, self._files)}))
+            return
+        tops = [os.fspath(root) for root in roots]
+        under = tuple(top + _SEP for top in tops)
+        paths = [Path(p) for source in self.sources for p, _ in self._scan(source, only=roots)]
+        followed = [Path(name) for name in self._files if name.startswith(under) or name in tops]
+        self.changed(sorted({*paths, *followed}))
+
+    def watched(self) -> list[tuple[str, Path]]:
+        """Each watched folder (or file) of each source, with its agent."""
+        return [(s.harness.name, s.home / d) for s in self.sources for d in s.harness.watch_dirs]
+
+    def live_files(self) -> list[str]:
+        """The files the live sessions' work was read from, the latest noted first (a SQLite
+        database with its `-wal`, where its commits land): followed directly where the folder
+        watcher may not see them grow (`sources.livefiles`)."""
+        names: list[str] = []
+        with self.state.lock:
+            for key in self.state.live:
+                session = self.state.sessions.get(key)
+                if session is not None:
+                    names += reversed(session.file_names)
+        for name in list(names):
+            entry = self._files.get(name)
+            if isinstance(entry, _File) and isinstance(entry.tail, SqliteTail):
+                names.append(name + "-wal")
+        return names
 
     def save_cache(self) -> None:
         """Write the result of the catch-up to the cache, if it differs from what was loaded."""
@@ -311,20 +343,25 @@ class Engine:
         source: Source,
         known: Collection[str] | None = None,
         seen: set[str] | None = None,
+        only: Collection[Path] | None = None,
     ) -> list[tuple[Found, Source]]:
-        """The harness's files; with `seen`, those in `known` are noted there, not listed."""
+        """The harness's files; with `seen`, those in `known` are noted there, not listed;
+        `only`: of these watched folders alone (which then say nothing of the reader's health)."""
         agent = source.harness.name
         up = True
         found: list[tuple[Found, Source]] = []
         if known is None:
             known = {p for p, e in self._files.items() if self._source_of_entry(e) is source}
         for folder in source.harness.watch_dirs:
+            if only is not None and source.home / folder not in only:
+                continue
             try:
                 found += self._walk(source, source.home / folder, known, seen)
             except OSError as error:
                 up = False
                 self._once(source.home / folder, "read_error", agent, error)
-        self.stats.up[agent] = up
+        if only is None:
+            self.stats.up[agent] = up
         return found
 
     def _walk(
@@ -356,7 +393,7 @@ class Engine:
         for folder, _, names in os.walk(top, onerror=skipped):
             rel = None  # once per folder: a file costs no stat
             for name in names:
-                joined = f"{folder}/{name}"
+                joined = folder + _SEP + name
                 if joined in known:  # read before: matched then
                     if seen is None:
                         yield joined, source
@@ -601,11 +638,13 @@ def _name(path: Found) -> str:
 
 def _order(item: tuple[Found, Source]) -> tuple[int, str]:
     """Shallow files first, then by name. A name (the walk's `folder/name`, equal to the `str`
-    of its `Path`) counts its parts without a `Path` made: one more than its slashes."""
+    of its `Path`) counts its parts without a `Path` made: one more than its separators (a
+    name that starts with two, `//x` or Windows' `\\\\server\\share`, is counted by its `Path`)."""
     path = item[0]
-    if isinstance(path, Path) or path.startswith("//"):
+    sep = _SEP
+    if isinstance(path, Path) or path.startswith(sep + sep):
         return len(Path(path).parts), str(path)
-    return path.count("/") + 1, path
+    return path.count(sep) + 1, path
 
 
 def _database_of(path: Path, source: Source) -> Path:
@@ -619,9 +658,11 @@ def _database_of(path: Path, source: Source) -> Path:
 
 
 def _rel(path: Found, source: Source) -> PurePosixPath:
-    text, home = os.fspath(path), os.fspath(source.home)
-    if text.startswith(home) and text[len(home) : len(home) + 1] == "/":  # no Path made
-        return PurePosixPath(text[len(home) + 1 :])
+    """`path` below its home, in the `/`-separated form harnesses match on every system."""
+    text, home, sep = os.fspath(path), os.fspath(source.home), _SEP
+    if text.startswith(home) and text[len(home) : len(home) + 1] == sep:  # no Path made
+        rest = text[len(home) + 1 :]
+        return PurePosixPath(rest if sep == "/" else rest.replace(sep, "/"))
     return PurePosixPath(Path(path).relative_to(source.home).as_posix())
 
 

@@ -1,5 +1,8 @@
 """The kernel's side of inotify, for when watches run out: can one be had, and which folders
-have one. Linux only; elsewhere every answer is "cannot tell" (`watched_inodes` is None)."""
+have one. Linux's own probes only (`platform.current().native`); with the portable ones (macOS,
+Windows, Linux with `--platform.probes=portable`) every answer is "cannot tell": no watch is
+probed (`Probe.why_not` says ENOSYS), `watched_inodes` is None, and `why` names no
+`fs.inotify.*` sysctl, which would be no help there."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+
+from . import platform
 
 __all__ = [
     "NONE_LEFT",
@@ -41,7 +46,7 @@ class Probe:
 
     def why_not(self, folder: Path) -> int:
         """0 if ``folder`` could be watched now, else the errno that says why not."""
-        libc = _libc()
+        libc = _libc() if platform.current().native else None
         if libc is None:
             return errno.ENOSYS
         if self._fd is None:
@@ -74,6 +79,8 @@ _WATCH = re.compile(r"^inotify wd:[0-9a-f]+ ino:([0-9a-f]+) ", re.MULTILINE)
 def watched_inodes() -> set[int] | None:
     """The inode of everything this process holds an inotify watch on, as the kernel lists them
     in /proc/self/fdinfo; None where that cannot be read (not Linux, no inotify instance)."""
+    if not platform.current().native:
+        return None
     inodes: set[int] = set()
     found = False
     try:
@@ -133,7 +140,9 @@ def can_watch(folders: Sequence[Path]) -> bool:
 
 
 def why(code: int | None) -> str:
-    """Why a watch could not be had, with the sysctl that would help."""
+    """Why a watch could not be had, with the sysctl that would help (on Linux's own probes)."""
+    if not platform.current().native:
+        return os.strerror(code) if code else "unknown error"
     if code == errno.EMFILE:
         return "inotify instance limit reached (raise fs.inotify.max_user_instances)"
     if code == errno.ENOSPC:

@@ -34,7 +34,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tail import stat_key
+from .reading import stat_current, stat_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +117,9 @@ class SqliteTail:
         return RowsResult(rows, replaced, size, None)
 
     def _stat(self) -> tuple[tuple[int, int, int, int], ...]:
-        main = stat_key(os.stat(self.path))
+        main = stat_key(stat_current(str(self.path)))  # on Windows through a handle: current
         try:
-            return main, stat_key(os.stat(f"{self.path}-wal"))
+            return main, stat_key(stat_current(f"{self.path}-wal"))
         except FileNotFoundError:
             return (main,)
 

@@ -28,6 +28,12 @@ complete new lines as ``Line`` values (bytes; callers decode and parse). The con
   with no lines and leaves the state as it was, so the next call retries and a re-created
   file is detected as a rewrite.
 
+On every system (``reading``): a file is opened read-only (on Windows sharing delete, so the
+agent can still rename or delete it while it is read), read at an offset with ``os.pread`` or,
+where there is none, a seek and a read, and known again by ``(st_dev, st_ino)``, or by its size
+and mtime alone where inode numbers are not trusted (``st_ino`` 0, WSL's 9P mounts of Windows
+drives): the checks above still find a rewrite or a truncation there.
+
 ``ZstdJsonl`` follows a zstd-compressed JSONL file (an agent compresses a finished journal
 into ``*.jsonl.zst``, written once). It decompresses the whole stream again only when
 ``(device, inode, size, mtime_ns)`` changed, returns every line (``reset=True`` on a re-read:
@@ -44,7 +50,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,7 +58,10 @@ from typing import IO, Any, NamedTuple
 
 import zstandard
 
+from . import platform
 from .decode import loads
+from .reading import Pread, identity, pread_for, stat_current, stat_key
+from .reading import open_regular as _open_regular  # a test counts the opens through it
 
 __all__ = [
     "DocResult",
@@ -175,7 +183,7 @@ class JsonlTail:
         if self._ident is not None:
             return 0
         try:
-            size = os.stat(self.file).st_size
+            size = stat_current(self.file).st_size
         except OSError:
             return 0
         if size <= keep:
@@ -187,13 +195,13 @@ class JsonlTail:
         """Return all complete lines appended since the last call."""
         try:
             # a file never read has no stat to compare with: opened at once
-            if self._ident is not None and self._unchanged(os.stat(self.file)):
+            if self._ident is not None and self._unchanged(stat_current(self.file)):
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
         except OSError as exc:
             return TailResult([], False, 0, _named(exc, self.file), 0)
         try:
-            return self._read_fd(fd, st)
+            return self._read_fd(fd, st, pread_for(platform.current()))
         except OSError as exc:
             return TailResult([], False, 0, _named(exc, self.file), 0)
         finally:
@@ -206,19 +214,21 @@ class JsonlTail:
         return (*self._ident, self._offset, self._mtime_ns)
 
     def _unchanged(self, st: os.stat_result) -> bool:
+        ident = self._ident  # the inode compared first: the cost of a file that did not change
         return (
-            (st.st_dev, st.st_ino) == self._ident
+            ((st.st_dev, st.st_ino) == ident or (ident == (0, 0) and identity(st) == ident))
             and st.st_size == self._offset
             and st.st_mtime_ns == self._mtime_ns
         )
 
-    def _read_fd(self, fd: int, st: os.stat_result) -> TailResult:
-        ident = (st.st_dev, st.st_ino)
-        head = os.pread(fd, _HEAD, 0)
-        reset = self._replaced(ident, st.st_size, head) or self._seam_moved(fd)
+    def _read_fd(self, fd: int, st: os.stat_result, pread: Pread) -> TailResult:
+        ident = identity(st)
+        head = pread(fd, _HEAD, 0)
+        reset = self._replaced(ident, st.st_size, head) or self._seam_moved(fd, pread)
         cursor = _Cursor() if reset else _Cursor(self._offset, self._number, self._discarding)
-        lines, nread, oversized, more = self._scan(fd, cursor, st.st_size)
-        seam = _seam(fd, cursor.offset) if cursor.offset != self._offset or reset else self._seam
+        lines, nread, oversized, more = self._scan(fd, cursor, st.st_size, pread)
+        moved = cursor.offset != self._offset or reset
+        seam = _seam(fd, cursor.offset, pread) if moved else self._seam
         # Commit only now: an OSError above leaves the old state for a retry.
         c = cursor
         self._offset, self._number, self._discarding = c.offset, c.number, c.discarding
@@ -231,11 +241,13 @@ class JsonlTail:
             return False
         return ident != self._ident or size < self._offset or not head.startswith(self._head)
 
-    def _seam_moved(self, fd: int) -> bool:
+    def _seam_moved(self, fd: int, pread: Pread) -> bool:
         """The bytes before the offset are not those read there: the file was written again."""
-        return self._ident is not None and _seam(fd, self._offset) != self._seam
+        return self._ident is not None and _seam(fd, self._offset, pread) != self._seam
 
-    def _scan(self, fd: int, cursor: _Cursor, size: int) -> tuple[list[Line], int, int, bool]:
+    def _scan(
+        self, fd: int, cursor: _Cursor, size: int, pread: Pread
+    ) -> tuple[list[Line], int, int, bool]:
         lines: list[Line] = []
         nread = oversized = 0
         held = b""  # bytes from cursor.offset on, not yet consumed (no newline in them)
@@ -244,7 +256,7 @@ class JsonlTail:
             if nread >= self._limit and cursor.offset > start:  # the rest at the next call
                 return lines, nread, oversized, True
             at = cursor.offset + len(held)
-            chunk = os.pread(fd, max(_CHUNK, min(size - at, self._limit)), at)
+            chunk = pread(fd, max(_CHUNK, min(size - at, self._limit)), at)
             if not chunk:
                 return lines, nread, oversized, False
             nread += len(chunk)
@@ -297,7 +309,7 @@ class ZstdJsonl:
 
     def read(self) -> TailResult:
         try:
-            if self._key is not None and stat_key(os.stat(self.file)) == self._key:
+            if self._key is not None and stat_key(stat_current(self.file)) == self._key:
                 return TailResult([], False, 0, None, 0)
             fd, st = _open_regular(self.file)
             with os.fdopen(fd, "rb") as raw:
@@ -360,10 +372,10 @@ def _decompressed(raw: IO[bytes]) -> Iterator[bytes]:
         raise OSError(errno.EIO, "zstd: the compressed stream ends inside a frame")
 
 
-def _seam(fd: int, offset: int) -> int:
+def _seam(fd: int, offset: int, pread: Pread) -> int:
     """CRC-32 of the up-to-`_HEAD` bytes of `fd` that end at `offset` (0 at the start)."""
     size = min(_HEAD, offset)
-    return zlib.crc32(os.pread(fd, size, offset - size)) if size else 0
+    return zlib.crc32(pread(fd, size, offset - size)) if size else 0
 
 
 def _named(error: OSError, file: str) -> OSError:
@@ -371,17 +383,6 @@ def _named(error: OSError, file: str) -> OSError:
     if error.filename is None:
         error.filename = file
     return error
-
-
-def _open_regular(path: str) -> tuple[int, os.stat_result]:
-    """Open for reading without blocking on a FIFO; refuse anything but a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    st = os.fstat(fd)
-    if stat.S_ISREG(st.st_mode):
-        return fd, st
-    os.close(fd)
-    code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
-    raise OSError(code, "not a regular file", str(path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +423,7 @@ class JsonDoc:
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:
-            if self._key is not None and stat_key(os.stat(self.file)) == self._key:
+            if self._key is not None and stat_key(stat_current(self.file)) == self._key:
                 last = self._last
                 return DocResult(False, None, last.error, 0) if last.error else _NOTHING
             fd, st = _open_regular(self.file)
@@ -467,10 +468,6 @@ def _read_up_to(fd: int, limit: int, size: int) -> bytes:
     while len(data) < limit and (more := os.read(fd, min(limit - len(data), _CHUNK))):
         data += more
     return data
-
-
-def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _error_code(exc: OSError) -> str:

@@ -1,6 +1,7 @@
 """Tell the loop which files changed, without polling; a thin wrapper over watchdog.
 
-``Watcher(roots)`` watches each root recursively (inotify on Linux) and ``changed(timeout)``
+``Watcher(roots)`` watches each root recursively (inotify on Linux, FSEvents on macOS,
+ReadDirectoryChangesW on Windows: ``fsobserver.make()``) and ``changed(timeout)``
 blocks until something under a root was created, modified, had its attributes changed,
 was moved or deleted, then returns the accumulated set of affected paths: both ends of a
 move, and the directory itself for a directory event so the caller can rescan it.
@@ -29,6 +30,12 @@ also tells "no watches left" from a folder that cannot be read. While degraded, 
 had again (the limit was raised, another program let go of some), and those roots are reported
 as changed. When several roots are placed at once, the one with the fewest folders goes first,
 so a live index of one folder keeps its watch before a history of thousands takes the rest.
+
+All of that is Linux's (``platform.current().native``). With the portable probes a root whose
+watch cannot be placed is still ``degraded`` (logged once, with the system's own reason and no
+``fs.inotify.*`` advice), and placed again every ``RETRY_EVERY`` seconds without a probe; the
+folders under a placed root are not looked over (FSEvents and ReadDirectoryChangesW watch a
+whole tree with one stream or handle: no per-folder watch to run out of).
 
 The observer is ``fsobserver.make()``: watchdog's, except that a rename holds the events behind
 it only until it is paired. The observer thread only records paths under a lock and wakes the
@@ -63,7 +70,7 @@ from watchdog.events import (
 )
 from watchdog.observers.api import ObservedWatch
 
-from . import fsobserver, inotify
+from . import fsobserver, inotify, platform
 
 __all__ = ["RETRY_EVERY", "Watcher"]
 
@@ -112,6 +119,7 @@ class Watcher:
         self._unlooked: dict[Path, bool] = {}  # roots placed, not looked at yet: may place again
         self._unsure: set[Path] = set()  # roots whose watches /proc cannot confirm: not looked at
         self._retried = time.monotonic()
+        self._native = platform.current().native  # inotify's limits can be asked about
 
     @property
     def degraded(self) -> bool:
@@ -159,6 +167,13 @@ class Watcher:
                 paths |= self._look(created)
             if paths or stopped or _remaining(deadline) == 0:
                 return paths
+
+    def report(self, paths: set[Path]) -> None:
+        """Report `paths` as changed, as if by a file event (any thread: the live-file follower,
+        `livefiles`, wakes the loop this way)."""
+        with self._cond:
+            self._pending |= paths
+            self._cond.notify_all()
 
     def _ready(self) -> bool:
         return bool(self._pending) or self._rearrange or self._stopped
@@ -242,6 +257,9 @@ class Watcher:
         folders that just appeared; return the roots placed anew because of what was found."""
         with self._lock:
             appeared: set[Path] = set()
+            if not self._native:  # no per-folder watches to look over
+                self._unlooked = {}
+                return appeared
             while (self._unlooked or created) and not self._stopped:
                 placed, self._unlooked = self._unlooked, {}
                 tops: dict[Path, list[Path]] = {root: [root] for root in placed}
@@ -331,9 +349,10 @@ class Watcher:
             self._blind = {p for p in self._blind if p.is_dir()}
             if self._stopped or not self._blind:
                 return set()
-            with inotify.Probe() as probe:
-                if probe.why_not(min(self._blind)) != 0:
-                    return set()  # still none left
+            if self._native:
+                with inotify.Probe() as probe:
+                    if probe.why_not(min(self._blind)) != 0:
+                        return set()  # still none left
             recursive = [s[0] for s in self._watches if s[1]]
             replace = {r for r in recursive for p in self._blind if p.is_relative_to(r)}
             return self._arrange_locked(set(), frozenset(replace))

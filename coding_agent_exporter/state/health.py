@@ -21,6 +21,7 @@ class Stats:
     files: Counter[str] = field(default_factory=Counter)
     up: dict[str, bool] = field(default_factory=dict)
     rescanning: bool = False  # file events cannot be had: the loop rescans instead
+    rescanned: Counter[str] = field(default_factory=Counter)  # agent → folders rescanned (WSL)
 
     def went_on(self, again: Stats) -> None:
         """Counters after every file was read again into `again`: bytes and records read add
