@@ -21,8 +21,6 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 from .conftest import ROOT
 
 PACKAGE = ROOT / "coding_agent_exporter"
@@ -63,25 +61,32 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("sources/fsobserver.py", "_PromptObserver.__init__"): (
         "the prompt inotify observer: make() builds it only under current().native"
     ),
+    ("sources/inotify.py", "Probe.why_not"): (
+        "the inotify limit probe: watch.Watcher makes one only under current().native"
+    ),
+    ("sources/inotify.py", "_libc"): "looked up by Probe only (above)",
+    ("sources/inotify.py", "watched_inodes"): (
+        "/proc/self/fd*: asked by watch.Watcher._look only under current().native"
+    ),
+    ("sources/livefiles.py", "KqueueFollower._watch"): (
+        "O_CLOEXEC in the kqueue follower, made only on macOS (where it exists)"
+    ),
+    ("sources/mounts.py", "mounts"): "/proc/mounts read only under WSL (a Linux)",
+    ("sources/reading.py", "_open_posix"): (
+        "O_CLOEXEC, O_NONBLOCK: POSIX opens only (open_regular takes _open_windows on Windows)"
+    ),
+    ("sources/reading.py", "pread_for"): (
+        "os.pread chosen only with Linux's own probes or on macOS, where it exists"
+    ),
+    ("sources/tail.py", "JsonlTail._read_fd"): "the `pread` reading.pread_for chose (above)",
+    ("sources/tail.py", "JsonlTail._seam_moved"): "the `pread` reading.pread_for chose",
+    ("sources/tail.py", "JsonlTail._scan"): "the `pread` reading.pread_for chose",
+    ("sources/tail.py", "_seam"): "the `pread` reading.pread_for chose",
 }
 """(module under the package, function) → why only Linux's own probes reach it there."""
 
-UNGATED: dict[tuple[str, str], str] = {
-    ("sources/tail.py", "JsonlTail._read_fd"): "os.pread on every system",
-    ("sources/tail.py", "JsonlTail._scan"): "os.pread on every system",
-    ("sources/tail.py", "_seam"): "os.pread on every system",
-    ("sources/tail.py", "_open_regular"): "O_CLOEXEC, O_NONBLOCK on every system",
-    ("sources/inotify.py", "Probe.why_not"): (
-        "libc's inotify_* after _libc() found them; but os.O_CLOEXEC, and _libc's "
-        "ctypes.CDLL(None) raises TypeError on Windows, not the OSError it catches"
-    ),
-    ("sources/inotify.py", "_libc"): "looks the inotify_* symbols up on every system",
-    ("sources/inotify.py", "watched_inodes"): (
-        "/proc/self/fd*: read on every system (None where absent), with portable probes too"
-    ),
-}
-"""Places reached on every system today: the file events and reading of issue #31 (another
-branch) gate them. Each is a bug on macOS or Windows until then."""
+UNGATED: dict[tuple[str, str], str] = {}
+"""Places reached on every system: none left (each would be a bug on macOS or Windows)."""
 
 
 def uses(tree: ast.AST) -> Iterator[tuple[str, int, str]]:
@@ -153,7 +158,6 @@ def test_each_linux_only_call_in_sources_sits_where_only_native_probes_reach() -
     assert stale == set(), "these places use nothing Linux-only any more: remove them"
 
 
-@pytest.mark.xfail(strict=True, reason="tail.py and inotify.py: gated by the file-events work")
 def test_no_linux_only_call_is_reached_on_every_system() -> None:
     assert UNGATED == {}
 

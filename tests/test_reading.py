@@ -130,4 +130,4 @@ def test_fake_win32_stat_is_taken_through_a_handle(tmp_path: Path) -> None:
     st = reading._stat_by_handle(str(path), fake)
     assert st.st_size == 8 and st.st_ino == path.stat().st_ino
     assert len(fake.calls) == 1
-    assert reading.stat_current is os.stat  # POSIX: the plain call, unchanged
+    assert reading.stat_current(str(path)) == os.stat(path)  # POSIX: the plain call

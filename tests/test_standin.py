@@ -46,12 +46,7 @@ from .test_pi import controlling_terminal, on_its_terminal
 from .test_platform import UNGATED
 
 STANDIN = ROOT / "tests" / "standin.py"
-WINDOWS_READS = pytest.mark.xfail(
-    strict=True,
-    reason="sources/tail.py reads with os.pread and opens with O_CLOEXEC, which Windows lacks: "
-    "the file-reading work of issue #31 (another branch) removes them",
-)
-SYSTEMS = [pytest.param("darwin"), pytest.param("windows", marks=WINDOWS_READS)]
+SYSTEMS = ["darwin", "windows"]
 SELF = re.compile(r"(# (HELP|TYPE) )?(python|process)_")
 """The exporter's own process and interpreter: they differ between any two runs, and on macOS
 and Windows prometheus_client reads no /proc for them."""

@@ -49,7 +49,7 @@ Pread = Callable[[int, int, int], bytes]
 def open_regular(path: str) -> tuple[int, os.stat_result]:
     """Open for reading (without blocking on a FIFO, and on Windows without keeping the agent
     from renaming or deleting the file); refuse anything but a regular file."""
-    fd = _open_shared(path) if os.name == "nt" else _open_posix(path)
+    fd = _open_windows(path) if platform.current().windows else _open_posix(path)
     try:
         st = os.fstat(fd)
     except OSError:
@@ -66,16 +66,27 @@ def _stat_by_handle(path: str, api: Win32 | None = None) -> os.stat_result:
     """Windows: the file's `stat` through a handle opened on it, which gives the size and mtime
     of a file still being written (a folder's own record of them lags until the writer closes
     the file: what the listing-based calls may return)."""
-    fd = _open_shared(path, api)
+    fd = _open_shared(path, api) if api is not None else _open_windows(path)
     try:
         return os.fstat(fd)
     finally:
         os.close(fd)
 
 
-stat_current: Callable[[str], os.stat_result] = os.stat if os.name != "nt" else _stat_by_handle
-"""`os.stat`, except on Windows, where the size of a file still open for writing is taken from a
-handle (see `_stat_by_handle`): what a follower compares before deciding to read."""
+def stat_current(path: str) -> os.stat_result:
+    """`os.stat`, except on Windows, where the size of a file still open for writing is taken
+    from a handle (see `_stat_by_handle`): what a follower compares before deciding to read."""
+    return _stat_by_handle(path) if platform.current().windows else os.stat(path)
+
+
+def _open_windows(path: str) -> int:
+    """Windows: `_open_shared` through the Win32 API; where that API cannot be loaded (only a
+    stand-in on another system), a plain read-only open, without share-delete."""
+    try:
+        api = _win32()
+    except (ImportError, AttributeError, OSError):
+        return os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    return _open_shared(path, api)
 
 
 def _open_posix(path: str) -> int:
