@@ -18,6 +18,7 @@ from coding_agent_exporter.events import (
     ModelResponded,
     SubagentStarted,
     ToolCallEnded,
+    ToolCallStarted,
     TurnEnded,
     TurnStarted,
     Usage,
@@ -93,6 +94,19 @@ def test_input_excludes_the_cached_part() -> None:
     assert [r.usage.cache_read for r in responses] == [0, 800]
 
 
+def test_output_includes_the_reasoning() -> None:
+    """The stub sent `completion_tokens` 50 of which `reasoning_tokens` 16: Copilot's
+    `outputTokens` is the 50 (OpenAI's split), `reasoningTokens` the 16 (part of it)."""
+    (response,) = [e for e in read("answer") if isinstance(e, ModelResponded)]
+    want = facts("answer")["stub_truth"]["tokens"]
+    assert (response.usage.output, response.usage.reasoning) == (want["output"], 16) == (50, 16)
+
+
+def test_a_failing_command_is_an_error() -> None:
+    (end,) = [e for e in read("failing-shell") if isinstance(e, ToolCallEnded)]
+    assert end.outcome == "error" and facts("failing-shell")["sessions"][0]["tool_calls"]["error"]
+
+
 def test_a_command_that_exits_non_zero_is_an_error() -> None:
     """Copilot writes `success: true` for a command that ran and exited 3; its exit code says
     otherwise (`shellExecution.exitCode`)."""
@@ -119,6 +133,28 @@ def test_a_subagent_runs_in_its_leads_journal() -> None:
     row = app_for(RECORDED / "subagent" / "home")
     (session,) = row.state.sessions.values()
     assert session.subagents[want["id"]].tool_calls == want["tool_calls"] == 1
+
+
+def test_a_background_subagent_and_the_runtimes_own_call() -> None:
+    """`mode: background`: the lead answers and its turn ends; when the sub-agent is done,
+    Copilot's runtime calls `read_agent` itself (an `assistant.message` without `apiCallId`)
+    and asks the model again: that call is not counted, the model call is."""
+    want = facts("subagent-background")["sessions"][0]
+    events = read("subagent-background")
+    (started,) = [e for e in events if isinstance(e, SubagentStarted)]
+    assert started.background is True and want["subagents"][0]["background"] is True
+    lead = [e for e in events if isinstance(e, ToolCallStarted) and e.subagent_id is None]
+    assert [e.tool for e in lead] == ["task"] and want["tool_calls"]["total"] == 1
+    _, records = journal("subagent-background")
+    assert any(
+        r["type"] == "tool.execution_start" and r["data"]["toolName"] == "read_agent"
+        for r in records
+    )
+    responses = [e for e in events if isinstance(e, ModelResponded)]
+    assert (
+        len(responses) == want["messages"] == facts("subagent-background")["stub_truth"]["answered"]
+    )
+    assert [e.outcome for e in events if isinstance(e, TurnEnded)] == ["completed"]
 
 
 def test_the_api_error_fails_the_turn_once() -> None:
@@ -202,6 +238,18 @@ def test_no_lock_after_the_exit_is_not_live() -> None:
         home = RECORDED / scenario / "home" / ".copilot"
         state = live_state(home, want["pid"], opened - 0.3, opened + 60)
         assert key not in state.live
+
+
+def test_a_killed_run_leaves_its_lock() -> None:
+    """SIGKILL while `sleep 4` ran: the lock stays. Live while that pid runs (as when the copy
+    was taken); once the pid is gone the session is not live and its turn ends interrupted."""
+    _, want, key, opened = copied("killed", "home-live")
+    home = RECORDED / "killed" / "home" / ".copilot"
+    assert list((home / "session-state" / key[1]).glob("inuse.*.lock"))
+    running = live_state(home, want["pid"], opened - 0.3, opened + 1)
+    assert running.status(key, running.live[key])[0] == want["state"] == "running"
+    gone = live_state(home, -1, opened - 0.3, opened + 3600)
+    assert key not in gone.live and gone.session(*key).turns["interrupted"] == 1
 
 
 def test_a_pid_started_after_the_session_opened_is_stale() -> None:

@@ -17,7 +17,9 @@ in the schema the program ships, `schemas/session-events.schema.json`). What is 
   `assistant.turn_end` ends the turn (`completed`). `session.error` ends it `failed` (the API
   gave up after Copilot's retries: a `ModelFailed`), `abort` `interrupted`, and so does a new
   prompt or the session's end while one is still open.
-- `tool.execution_start` / `tool.execution_complete`: tool calls; one ends `error` when
+- `tool.execution_start` / `tool.execution_complete`: tool calls, except those of an
+  `assistant.message` with no `apiCallId` (no model asked for them: the runtime's own
+  `read_agent` when a background sub-agent finished); one ends `error` when
   `success` is false or its shell command's exit code (`shellExecution.exitCode`) is not 0.
 - `subagent.started` / `subagent.completed` / `subagent.failed`: a sub-agent (the `task` tool)
   runs in the same journal; its records carry `parentToolCallId`, the id of the `task` call
@@ -130,6 +132,7 @@ class EventsReader:
         self.titled = False
         self.model: str | None = None
         self.tools: dict[str, str] = {}  # open tool call → its tool
+        self.unasked: set[str] = set()  # tool calls the runtime made itself (not counted)
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
@@ -248,9 +251,13 @@ class EventsReader:
         ]
 
     def _message(self, data: Mapping[str, Any], at: float, agent: str | None) -> list[Event]:
-        if agent is None:
-            requests = data.get("toolRequests")
-            self.final = not (isinstance(requests, list) and requests)
+        requests = data.get("toolRequests")
+        requests = requests if isinstance(requests, list) else []
+        if data.get("apiCallId") is None:  # the runtime's own call, no model asked for it
+            ids = (r.get("toolCallId") for r in requests if isinstance(r, dict))
+            self.unasked.update(i for i in ids if isinstance(i, str))
+        elif agent is None:
+            self.final = not requests
         return []
 
     def _turn_end(self, data: Mapping[str, Any], at: float, agent: str | None) -> list[Event]:
@@ -280,7 +287,7 @@ class EventsReader:
     # ------------------------------------------------------------ tools and sub-agents
     def _tool_start(self, data: Mapping[str, Any], at: float, agent: str | None) -> list[Event]:
         call_id, tool = nonempty(data.get("toolCallId")), nonempty(data.get("toolName"))
-        if call_id is None or tool is None:
+        if call_id is None or tool is None or call_id in self.unasked:
             return []
         self.tools[call_id] = tool
         return [
@@ -296,7 +303,8 @@ class EventsReader:
 
     def _tool_end(self, data: Mapping[str, Any], at: float, agent: str | None) -> list[Event]:
         call_id = nonempty(data.get("toolCallId"))
-        if call_id is None:
+        if call_id is None or call_id in self.unasked:
+            self.unasked.discard(call_id or "")
             return []
         self.tools.pop(call_id, None)
         result = data.get("result")
