@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pytest
+
 from coding_agent_exporter.events import (
     Event,
     LiveIndexRead,
@@ -23,6 +25,7 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
+from coding_agent_exporter.harnesses.base import RecordRejected
 from coding_agent_exporter.harnesses.copilot.harness import Copilot, InUseReader
 from coding_agent_exporter.harnesses.copilot.journal import EventsReader, Lock, Shared
 from coding_agent_exporter.harnesses.fields import timestamp
@@ -297,3 +300,74 @@ def test_the_status_follows_the_journal_under_each_lock() -> None:
         if isinstance(e, LiveIndexRead)
     ]
     assert statuses[:4] == [("busy", None), ("waiting", "bash"), ("busy", None), ("idle", None)]
+
+
+# ---------------------------------------------------------------- one record at a time
+def rec(kind: str, data: dict[str, Any], second: int, rid: str = "", parent: str = "") -> dict:
+    return {
+        "type": kind,
+        "data": data,
+        "id": rid or f"r{second}",
+        "timestamp": f"2026-12-03T18:00:{second:02d}.000Z",
+        "parentId": parent or None,
+    }
+
+
+def prompt(second: int, text: str = "do it") -> dict[str, Any]:
+    return rec("user.message", {"content": text, "messageId": f"m{second}"}, second)
+
+
+def test_a_prompt_while_a_turn_is_open_interrupts_it() -> None:
+    reader = EventsReader("s", Shared("s"))
+    events = [e for r in (prompt(1), prompt(5)) for e in reader.feed(r)]
+    ended = [e for e in events if isinstance(e, TurnEnded)]
+    assert [(e.outcome, e.at) for e in ended] == [
+        ("interrupted", timestamp(prompt(5)["timestamp"]))
+    ]
+    assert len([e for e in events if isinstance(e, TurnStarted)]) == 2
+
+
+def test_a_resume_ends_the_turn_the_last_process_left_open() -> None:
+    reader = EventsReader("s", Shared("s"))
+    reader.feed(prompt(1))
+    resumed = rec("session.resume", {"resumeTime": "2026-12-03T18:00:09.000Z"}, 9)
+    assert [e.outcome for e in reader.feed(resumed) if isinstance(e, TurnEnded)] == ["interrupted"]
+
+
+def test_a_subagents_prompt_starts_no_turn() -> None:
+    reader = EventsReader("s", Shared("s"))
+    child = rec("user.message", {"content": "count", "source": "agent-s"}, 2)
+    assert reader.feed(child) == []
+
+
+def test_a_usage_record_is_the_agent_of_the_record_it_follows() -> None:
+    reader = EventsReader("s", Shared("s"))
+    reader.feed(rec("assistant.turn_start", {"turnId": "0", "parentToolCallId": "call_1"}, 1, "t"))
+    usage = {"model": "gpt-4o", "inputTokens": 10, "outputTokens": 2, "apiCallId": "c1"}
+    (response,) = reader.feed(rec("session.usage_record", {"usage": usage}, 2, "u", parent="t"))
+    assert isinstance(response, ModelResponded) and response.subagent_id == "call_1"
+    (lead,) = reader.feed(
+        rec("session.usage_record", {"usage": {**usage, "apiCallId": "c2"}}, 3, "v", "x")
+    )
+    assert isinstance(lead, ModelResponded) and lead.subagent_id is None and lead.main
+
+
+def test_a_usage_record_without_a_count_is_rejected() -> None:
+    reader = EventsReader("s", Shared("s"))
+    usage = {"model": "gpt-4o", "inputTokens": "many", "apiCallId": "c1"}
+    with pytest.raises(RecordRejected):
+        reader.feed(rec("session.usage_record", {"usage": usage}, 2))
+
+
+def test_records_of_no_known_shape_are_left_alone() -> None:
+    reader = EventsReader("s", Shared("s"))
+    for odd in (
+        None,
+        [],
+        {"type": "user.message"},
+        {"type": "user.message", "data": {}, "timestamp": "yesterday"},
+        rec("tool.execution_start", {"toolName": "bash"}, 1),
+        rec("session.usage_record", {"usage": {"inputTokens": 3}}, 2),
+        rec("assistant.fusion_phase_started", {}, 3),
+    ):
+        assert reader.feed(odd) == []
