@@ -186,10 +186,19 @@ def test_print_mode_and_the_tui_are_told_apart() -> None:
         assert session.kind == kind == facts(scenario)["sessions"][0]["kind"]
 
 
-def test_the_escaped_permission_question_interrupts_the_turn() -> None:
-    """Esc at the approval question: `abort`, the turn interrupted, the call never ended."""
+def test_a_rejection_and_an_escaped_question() -> None:
+    """ "No, and tell Copilot what to do differently" rejects the call (`error.code` `denied`)
+    and the turn goes on; Esc at the next question: `abort`, the turn interrupted, the call
+    never ended (cancelled)."""
     events = read("tui-permission")
-    assert [e.outcome for e in events if isinstance(e, TurnEnded)] == ["completed", "interrupted"]
+    ends = [e.outcome for e in events if isinstance(e, TurnEnded)]
+    assert ends == ["completed", "completed", "interrupted"]
+    calls = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    assert calls == ["ok", "rejected"]
+    want = facts("tui-permission")["sessions"][0]
+    assert (want["tool_calls"]["rejected"], want["tool_calls"]["cancelled"]) == (1, 1)
+    (session,) = app_for(RECORDED / "tui-permission" / "home").state.sessions.values()
+    assert dict(session.turns) == {"completed": 2, "interrupted": 1}
 
 
 # ---------------------------------------------------------------- live state

@@ -19,8 +19,10 @@ in the schema the program ships, `schemas/session-events.schema.json`). What is 
   prompt or the session's end while one is still open.
 - `tool.execution_start` / `tool.execution_complete`: tool calls, except those of an
   `assistant.message` with no `apiCallId` (no model asked for them: the runtime's own
-  `read_agent` when a background sub-agent finished); one ends `error` when
-  `success` is false or its shell command's exit code (`shellExecution.exitCode`) is not 0.
+  `read_agent` when a background sub-agent finished). One ends `rejected` when the user said
+  no at its approval question ("No, and tell Copilot what to do differently": `error.code`
+  `denied`), `error` when `success` is false or its shell command's exit code
+  (`shellExecution.exitCode`) is not 0.
 - `subagent.started` / `subagent.completed` / `subagent.failed`: a sub-agent (the `task` tool)
   runs in the same journal; its records carry `parentToolCallId`, the id of the `task` call
   that launched it, which is its id here. A usage record carries none: it belongs to the agent
@@ -51,6 +53,7 @@ from ...events import (
     TitleSet,
     ToolCallEnded,
     ToolCallStarted,
+    ToolOutcome,
     TurnEnded,
     TurnOutcome,
     TurnStarted,
@@ -314,7 +317,7 @@ class EventsReader:
                 session_id=self.session_id,
                 at=at,
                 call_id=call_id,
-                outcome="ok" if _succeeded(data) else "error",
+                outcome=_outcome(data),
                 result=content if isinstance(content, str) else None,
             )
         ]
@@ -378,12 +381,17 @@ class EventsReader:
         return []
 
 
-def _succeeded(data: Mapping[str, Any]) -> bool:
-    """A tool call that worked: `success`, and for a shell command exit code 0 (Copilot writes
-    `success: true` for a command that ran and exited 3; the exit code is `shellExecution`'s)."""
+def _outcome(data: Mapping[str, Any]) -> ToolOutcome:
+    """`ok` for a call that worked: `success`, and for a shell command exit code 0 (Copilot
+    writes `success: true` for a command that ran and exited 3; the exit code is
+    `shellExecution`'s); `rejected` when the user said no at its approval question (`error.code`
+    `denied`); else `error`."""
+    error = data.get("error")
+    if isinstance(error, dict) and error.get("code") == "denied":
+        return "rejected"
     shell = data.get("shellExecution")
     code = shell.get("exitCode") if isinstance(shell, dict) else 0
-    return data.get("success") is True and code in (0, None)
+    return "ok" if data.get("success") is True and code in (0, None) else "error"
 
 
 Handler = Callable[[EventsReader, Mapping[str, Any], float, str | None], list[Event]]
