@@ -186,19 +186,26 @@ def test_print_mode_and_the_tui_are_told_apart() -> None:
         assert session.kind == kind == facts(scenario)["sessions"][0]["kind"]
 
 
-def test_a_rejection_and_an_escaped_question() -> None:
+def test_a_rejection_an_escaped_question_and_an_interrupted_answer() -> None:
     """ "No, and tell Copilot what to do differently" rejects the call (`error.code` `denied`)
     and the turn goes on; Esc at the next question: `abort`, the turn interrupted, the call
-    never ended (cancelled)."""
+    never ended (cancelled); Esc twice while an answer streams: `abort` too, and no usage
+    record for the cut stream (the stub never sent its usage)."""
     events = read("tui-permission")
     ends = [e.outcome for e in events if isinstance(e, TurnEnded)]
-    assert ends == ["completed", "completed", "interrupted"]
+    assert ends == ["completed", "completed", "interrupted", "interrupted"]
     calls = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
     assert calls == ["ok", "rejected"]
-    want = facts("tui-permission")["sessions"][0]
-    assert (want["tool_calls"]["rejected"], want["tool_calls"]["cancelled"]) == (1, 1)
+    want = facts("tui-permission")
+    session_facts = want["sessions"][0]
+    assert (session_facts["tool_calls"]["rejected"], session_facts["tool_calls"]["cancelled"]) == (
+        1,
+        1,
+    )
+    responses = [e for e in events if isinstance(e, ModelResponded)]
+    assert len(responses) == want["stub_truth"]["answered"] == 5  # of 6 requests
     (session,) = app_for(RECORDED / "tui-permission" / "home").state.sessions.values()
-    assert dict(session.turns) == {"completed": 2, "interrupted": 1}
+    assert dict(session.turns) == {"completed": 2, "interrupted": 2}
 
 
 # ---------------------------------------------------------------- live state
