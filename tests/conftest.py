@@ -23,6 +23,7 @@ NOW = 2_000_000_000.0  # long after every recording: sessions without a process 
 AGENT_HOMES = (
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "COPILOT_HOME",
     "GEMINI_CLI_HOME",
     "OPENCODE_DB",
     "PI_CODING_AGENT_DIR",
@@ -60,6 +61,7 @@ def scenario_id(path: Path) -> str:
 FIXTURE_HOMES = {
     "claude-code": ".",  # a Claude fixture's `home` is Claude's own folder
     "codex": ".codex",
+    "copilot": ".copilot",
     "gemini-cli": ".gemini",
     "grok": ".grok",
     "oh-my-pi": ".",

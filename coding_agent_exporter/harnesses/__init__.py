@@ -16,6 +16,7 @@ from .base import (
 )
 from .claude_code import ClaudeCode
 from .codex import Codex
+from .copilot import Copilot
 from .gemini_cli import GeminiCli
 from .grok import Grok
 from .opencode import OpenCode
@@ -25,6 +26,7 @@ from .vibe import Vibe
 HARNESSES: dict[str, type[Harness]] = {
     ClaudeCode.name: ClaudeCode,
     Codex.name: Codex,
+    Copilot.name: Copilot,
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
     Grok.name: Grok,

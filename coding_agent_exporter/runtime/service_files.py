@@ -41,6 +41,7 @@ MARK = "Written by `coding-agent-exporter service install`"
 AGENT_VARIABLES = (
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "COPILOT_HOME",
     "GEMINI_CLI_HOME",
     "OPENCODE_DB",
     "PI_CODING_AGENT_DIR",
