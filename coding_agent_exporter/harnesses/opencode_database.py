@@ -1,5 +1,7 @@
-"""The `event` rows of an OpenCode database (`EVENTS`), as events. One reader follows the whole
-database, so it knows every session:
+"""The `event` rows of an OpenCode database (`EVENTS`), as events: shared by the harnesses of
+OpenCode (`opencode.db`) and of its fork Kilo Code (`kilo.db`), whose databases have the same
+tables and rows (recorded with both). One reader follows the whole database, so it knows every
+session:
 
 - `session.created.1` / `session.updated.1` carry the whole session `info`: `directory` (cwd),
   `parentID` (a sub-agent, started by the `task` tool: its work carries `session_id` = the root,
@@ -27,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...events import (
+from ..events import (
     Event,
     Kind,
     ModelFailed,
@@ -44,9 +46,9 @@ from ...events import (
     TurnStarted,
     Usage,
 )
-from ..base import TableLog
-from ..fields import TITLE_MAX, nonempty, title_of, usd
-from .fields import tool_outcome, usage_of
+from .base import TableLog
+from .fields import TITLE_MAX, nonempty, title_of, usd
+from .opencode_fields import tool_outcome, usage_of
 
 EVENTS = TableLog(
     table="event",
