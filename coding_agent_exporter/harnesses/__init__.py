@@ -18,6 +18,7 @@ from .claude_code import ClaudeCode
 from .codex import Codex
 from .gemini_cli import GeminiCli
 from .grok import Grok
+from .kilo import KiloCode
 from .opencode import OpenCode
 from .pi import OhMyPi, Pi
 from .vibe import Vibe
@@ -28,6 +29,7 @@ HARNESSES: dict[str, type[Harness]] = {
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
     Grok.name: Grok,
+    KiloCode.name: KiloCode,
     Pi.name: Pi,
     OhMyPi.name: OhMyPi,
     Vibe.name: Vibe,
