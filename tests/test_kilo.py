@@ -125,6 +125,14 @@ def test_api_error_fails_the_turn() -> None:
     assert got["turns"]["failed"] == 1 and got["messages"] == 0
 
 
+def test_a_rate_limit_kilo_retried_past_leaves_no_trace() -> None:
+    """Two HTTP 429 answers, then the answer: Kilo retried and wrote only the answer."""
+    facts = expected(V / "api-retry")["stub_truth"]
+    assert facts["http_errors"] == 2 and facts["responses"] == 1
+    (got,) = rows(V / "api-retry").values()
+    assert got["messages"] == 1 and got["turns"] == {"completed": 1, "interrupted": 0, "failed": 0}
+
+
 def test_a_resumed_session_is_one_session_of_two_turns() -> None:
     facts = expected(V / "resume")
     (want,) = facts["sessions"]
