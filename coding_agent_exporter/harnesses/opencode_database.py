@@ -14,7 +14,9 @@ session:
   `time.completed`, and `finish` (`tool-calls` while the loop goes on) or `error`
   (`APIError`: the turn failed; `MessageAbortedError`, Esc: interrupted, its tokens are 0 even
   when the usage had arrived). A step that stopped for `tool-calls` after the user rejected a
-  tool ends the turn too (OpenCode stops the loop): interrupted.
+  tool ends the turn too (OpenCode stops the loop): interrupted; unless the rejection came
+  with feedback ("... with the following feedback: ..."): then the loop goes on with it (the
+  next step answers it; recorded with Kilo Code's TUI).
 - `message.part.updated.1` carries a part: `text` (the first one of a root session's user
   message is the prompt title), `tool` (`callID`, `tool`, `state.status` pending -> running ->
   completed | error, `state.time {start, end}`, the exit code in `state.metadata.exit`, the
@@ -60,6 +62,8 @@ EVENTS = TableLog(
 )
 REMEMBERED = 4096  # messages and tool parts kept for the updates that may still come
 _PLACEHOLDER = re.compile(r"^(New|Child) session - \d{4}-\d\d-\d\dT")
+_WITH_FEEDBACK = re.compile(r"with the following feedback", re.IGNORECASE)
+"""A rejection the user answered with a message: the loop goes on (OpenCode's `CorrectedError`)."""
 
 
 def _seconds(value: object) -> float | None:
@@ -311,7 +315,7 @@ class DatabaseReader:
         if outcome is None:
             return events
         known.ended = True
-        if outcome == "rejected":
+        if outcome == "rejected" and not _WITH_FEEDBACK.search(str(state.get("error", ""))):
             message = self.messages.get(known.message_id)
             if message is not None:
                 message.rejected = True
