@@ -13,7 +13,7 @@ opened.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ..base import Defaults, FileKind, FileReader
@@ -32,7 +32,7 @@ class KiloCode(Defaults):
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
         database = environ.get("KILO_DB", "")  # relative: below the data folder
-        if database.startswith("/") or PureWindowsPath(database).is_absolute():
+        if database and Path(database).is_absolute():
             return Path(database).parent
         return home(environ, "XDG_DATA_HOME", ".local", "share") / "kilo"
 
