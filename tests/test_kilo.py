@@ -61,9 +61,14 @@ def test_only_the_database_is_read() -> None:
     assert harness.match(PurePosixPath("opencode.db")) is None  # OpenCode's own harness
 
 
-ABORTED = {("ia_slow", 0), ("ia_slowtool", 0)}
-"""The steps the TUI recordings stopped with Esc (a text stream; a tool while it ran): Kilo
-keeps their messages at 0 tokens, even when the stub's usage had arrived, as OpenCode does."""
+ABORTED = {
+    "interactive": {("ia_slow", 0), ("ia_slowtool", 0)},
+    "interactive-feedback": {("ia_slowtool", 0)},
+    "killed-mid-tool": {("sleepy", 0)},
+}
+"""The steps stopped before Kilo stored their tokens (Esc during a text stream or while the
+step's tool ran; SIGKILL while it ran): their messages keep 0 tokens although the stub's usage
+had arrived, as in OpenCode."""
 
 
 def stub_answers(scenario: Path) -> list[dict[str, Any]]:
@@ -90,7 +95,7 @@ def test_tokens_are_the_stubs(scenario: Path) -> None:
     except those of an answer stopped with Esc: lost to every reader."""
     sent: Counter[str] = Counter()
     for answer in stub_answers(scenario):
-        if (answer["scenario"], answer["step"]) not in ABORTED:
+        if (answer["scenario"], answer["step"]) not in ABORTED.get(scenario.name, set()):
             sent += usage(answer)
     totals = app_for(scenario / "home").state.totals
     for kind in ("input", "output", "cache_read", "reasoning"):
@@ -259,6 +264,16 @@ def test_the_tui_session_its_title_turns_and_calls() -> None:
     assert want["turns"] == {"completed": 2, "interrupted": 3, "failed": 0, "unfinished": 0}
     assert got["turns"] == {"completed": 2, "interrupted": 3, "failed": 0}
     assert outcomes(V / "interactive") == {"ok": 1, "rejected": 1, "cancelled": 1}
+
+
+def test_a_killed_run_ends_its_turn_and_call_when_no_kilo_is_left() -> None:
+    """SIGKILL while `sleep` ran: the turn has no answer and the part stays `running` in the
+    file; with no process holding the database, the turn ends interrupted, the call cancelled."""
+    (want,) = expected(V / "killed-mid-tool")["sessions"]
+    assert want["turns"]["unfinished"] == 1 and want["open_tool_parts"] == 1
+    (got,) = rows(V / "killed-mid-tool").values()
+    assert got["turns"] == {"completed": 0, "interrupted": 1, "failed": 0}
+    assert outcomes(V / "killed-mid-tool") == {"cancelled": 1} and not got["live"]
 
 
 def test_a_rejection_with_feedback_goes_on_with_it() -> None:
