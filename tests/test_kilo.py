@@ -161,6 +161,15 @@ def test_api_error_fails_the_turn() -> None:
     assert got["turns"]["failed"] == 1 and got["messages"] == 0
 
 
+def test_a_server_error_kilo_gave_up_on_fails_the_turn_once() -> None:
+    """HTTP 500 to every request: Kilo tried six times over about 70 s, then wrote one
+    `APIError`; one failed turn, no response."""
+    facts = expected(V / "api-error-500")
+    assert facts["stub_truth"]["http_errors"] == 6 and facts["stub_truth"]["responses"] == 0
+    (got,) = rows(V / "api-error-500").values()
+    assert got["turns"] == {"completed": 0, "interrupted": 0, "failed": 1} and got["messages"] == 0
+
+
 def test_a_rate_limit_kilo_retried_past_leaves_no_trace() -> None:
     """Two HTTP 429 answers, then the answer: Kilo retried and wrote only the answer."""
     facts = expected(V / "api-retry")["stub_truth"]
