@@ -28,6 +28,7 @@ AGENT_HOMES = (
     "OPENCODE_DB",
     "PI_CODING_AGENT_DIR",
     "GROK_HOME",
+    "KILO_DB",
     "VIBE_HOME",
 )
 
@@ -64,6 +65,7 @@ FIXTURE_HOMES = {
     "copilot": ".copilot",
     "gemini-cli": ".gemini",
     "grok": ".grok",
+    "kilo-code": ".local/share/kilo",  # its data folder
     "oh-my-pi": ".",
     "opencode": ".local/share/opencode",  # its data folder
     "pi": "agent",  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)

@@ -10,7 +10,7 @@ from coding_agent_exporter.web.views import session_rows
 
 from .conftest import agent_of, app_for, expected
 
-OUTPUT_WITHOUT_REASONING = frozenset({"opencode", "gemini-cli"})
+OUTPUT_WITHOUT_REASONING = frozenset({"opencode", "kilo-code", "gemini-cli"})
 """Agents whose expected.json keeps the agent's own split (output without the reasoning); our
 `output` includes the reasoning, as the metrics table says."""
 TITLE_SOURCES = {"ai": "harness", "auto": "harness"}  # a title the agent generated itself

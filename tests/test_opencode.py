@@ -28,9 +28,9 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
-from coding_agent_exporter.harnesses.opencode.database import DatabaseReader
-from coding_agent_exporter.harnesses.opencode.fields import tool_outcome, usage_of
 from coding_agent_exporter.harnesses.opencode.harness import OpenCode
+from coding_agent_exporter.harnesses.opencode_database import DatabaseReader
+from coding_agent_exporter.harnesses.opencode_fields import tool_outcome, usage_of
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.processes import process_start
 from coding_agent_exporter.state.health import Stats

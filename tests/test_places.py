@@ -82,6 +82,7 @@ def test_the_agents_home_is_userprofile_on_windows_and_home_elsewhere() -> None:
         ("codex", ".codex"),
         ("gemini-cli", ".gemini"),
         ("opencode", ".local/share/opencode"),
+        ("kilo-code", ".local/share/kilo"),
         ("pi", ".pi/agent"),
         ("oh-my-pi", ".omp"),
         ("vibe", ".vibe"),

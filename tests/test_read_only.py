@@ -99,6 +99,7 @@ def test_serve_changes_nothing_and_opens_no_credentials(tmp_path: Path) -> None:
 OTHER_HOMES = {  # flag → (recorded home inside the fixture, credential files planted there)
     "--gemini.home": ("gemini-cli/0.61.0/subagent/home/.gemini", ("oauth_creds.json",)),
     "--opencode.home": ("opencode/1.18.33/subagent/home/.local/share/opencode", ("auth.json",)),
+    "--kilo.home": ("kilo-code/7.7.7/subagent/home/.local/share/kilo", ("auth.json",)),
     "--pi.home": ("pi/0.73.1/print-tool/home/agent", ("auth.json",)),
     "--omp.home": ("oh-my-pi/18.2.3/profile-live/home", ("agent/auth.json", "agent/agent.db")),
     "--grok.home": ("grok/0.2.111/subagent/home/.grok", ("auth.json",)),
@@ -127,7 +128,7 @@ def test_every_agent_home_is_left_as_it_was(tmp_path: Path) -> None:
     observer.start()
     try:
         with run_exporter(tmp_path / "claude", tmp_path, *argv) as url:
-            for agent in ("gemini-cli", "opencode", "pi", "oh-my-pi", "grok", "vibe"):
+            for agent in ("gemini-cli", "opencode", "kilo-code", "pi", "oh-my-pi", "grok", "vibe"):
                 wait_for(
                     f"{agent} sessions",
                     lambda agent=agent: (

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from coding_agent_exporter.harnesses.opencode.database import EVENTS
 from coding_agent_exporter.harnesses.opencode.harness import OpenCode
+from coding_agent_exporter.harnesses.opencode_database import EVENTS
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.sqlite_tail import SqliteTail
 from coding_agent_exporter.state.health import Stats

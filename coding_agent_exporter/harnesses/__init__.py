@@ -19,6 +19,7 @@ from .codex import Codex
 from .copilot import Copilot
 from .gemini_cli import GeminiCli
 from .grok import Grok
+from .kilo import KiloCode
 from .opencode import OpenCode
 from .pi import OhMyPi, Pi
 from .vibe import Vibe
@@ -30,6 +31,7 @@ HARNESSES: dict[str, type[Harness]] = {
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
     Grok.name: Grok,
+    KiloCode.name: KiloCode,
     Pi.name: Pi,
     OhMyPi.name: OhMyPi,
     Vibe.name: Vibe,

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from ...sources.places import user_home
 from ..base import Defaults, FileKind, FileReader
-from .database import DatabaseReader
+from ..opencode_database import DatabaseReader
 
 DATABASE = "opencode.db"
 

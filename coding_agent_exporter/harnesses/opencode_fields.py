@@ -1,6 +1,6 @@
-"""What an OpenCode message's tokens and a tool part's state say in our terms: pure functions of
-one field, used by `opencode_database.DatabaseReader` (`fields` has the readers every harness
-shares).
+"""What an OpenCode (or Kilo Code) message's tokens and a tool part's state say in our terms:
+pure functions of one field, used by `opencode_database.DatabaseReader` (`fields` has the
+readers every harness shares).
 
 Tokens: OpenCode stores `input` without the cached input and `output` without the reasoning, so
 input = input, cache_read = cache.read, cache_write = cache.write, reasoning = reasoning, and
@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...events import ToolOutcome, Usage
-from ..fields import count
+from ..events import ToolOutcome, Usage
+from .fields import count
 
 _REJECTED = re.compile(r"reject|denied|deny", re.IGNORECASE)
 _ABORTED = re.compile(r"abort|interrupt|cancel", re.IGNORECASE)

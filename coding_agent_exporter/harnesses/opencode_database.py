@@ -1,5 +1,7 @@
-"""The `event` rows of an OpenCode database (`EVENTS`), as events. One reader follows the whole
-database, so it knows every session:
+"""The `event` rows of an OpenCode database (`EVENTS`), as events: shared by the harnesses of
+OpenCode (`opencode.db`) and of its fork Kilo Code (`kilo.db`), whose databases have the same
+tables and rows (recorded with both). One reader follows the whole database, so it knows every
+session:
 
 - `session.created.1` / `session.updated.1` carry the whole session `info`: `directory` (cwd),
   `parentID` (a sub-agent, started by the `task` tool: its work carries `session_id` = the root,
@@ -12,7 +14,9 @@ database, so it knows every session:
   `time.completed`, and `finish` (`tool-calls` while the loop goes on) or `error`
   (`APIError`: the turn failed; `MessageAbortedError`, Esc: interrupted, its tokens are 0 even
   when the usage had arrived). A step that stopped for `tool-calls` after the user rejected a
-  tool ends the turn too (OpenCode stops the loop): interrupted.
+  tool ends the turn too (OpenCode stops the loop): interrupted; unless the rejection came
+  with feedback ("... with the following feedback: ..."): then the loop goes on with it (the
+  next step answers it; recorded with Kilo Code's TUI).
 - `message.part.updated.1` carries a part: `text` (the first one of a root session's user
   message is the prompt title), `tool` (`callID`, `tool`, `state.status` pending -> running ->
   completed | error, `state.time {start, end}`, the exit code in `state.metadata.exit`, the
@@ -27,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...events import (
+from ..events import (
     Event,
     Kind,
     ModelFailed,
@@ -44,9 +48,9 @@ from ...events import (
     TurnStarted,
     Usage,
 )
-from ..base import TableLog
-from ..fields import TITLE_MAX, nonempty, title_of, usd
-from .fields import tool_outcome, usage_of
+from .base import TableLog
+from .fields import TITLE_MAX, nonempty, title_of, usd
+from .opencode_fields import tool_outcome, usage_of
 
 EVENTS = TableLog(
     table="event",
@@ -58,6 +62,8 @@ EVENTS = TableLog(
 )
 REMEMBERED = 4096  # messages and tool parts kept for the updates that may still come
 _PLACEHOLDER = re.compile(r"^(New|Child) session - \d{4}-\d\d-\d\dT")
+_WITH_FEEDBACK = re.compile(r"with the following feedback", re.IGNORECASE)
+"""A rejection the user answered with a message: the loop goes on (OpenCode's `CorrectedError`)."""
 
 
 def _seconds(value: object) -> float | None:
@@ -309,7 +315,7 @@ class DatabaseReader:
         if outcome is None:
             return events
         known.ended = True
-        if outcome == "rejected":
+        if outcome == "rejected" and not _WITH_FEEDBACK.search(str(state.get("error", ""))):
             message = self.messages.get(known.message_id)
             if message is not None:
                 message.rejected = True
