@@ -20,6 +20,7 @@ from .gemini_cli import GeminiCli
 from .grok import Grok
 from .opencode import OpenCode
 from .pi import OhMyPi, Pi
+from .qwen import QwenCode
 from .vibe import Vibe
 
 HARNESSES: dict[str, type[Harness]] = {
@@ -30,6 +31,7 @@ HARNESSES: dict[str, type[Harness]] = {
     Grok.name: Grok,
     Pi.name: Pi,
     OhMyPi.name: OhMyPi,
+    QwenCode.name: QwenCode,
     Vibe.name: Vibe,
 }
 
