@@ -140,6 +140,35 @@ def test_subagent_under_its_agent_call() -> None:
     assert row("subagent")["tool_calls"]["total"] == 1  # the lead's `agent` call only
 
 
+def test_background_subagent_and_its_notification() -> None:
+    """`run_in_background` (Qwen Code's default): the lead's call returns at once ("Background
+    agent launched"), the child works on, its end comes from its `meta.json`; the
+    `<task-notification>` the lead then gets (`provenance: notification`) is no turn."""
+    want = facts("subagent-background")["sessions"][0]
+    got = row("subagent-background")
+    (sub,) = got["subagents"]
+    (wanted,) = want["subagents"]
+    assert sub["id"] == wanted["id"] and sub["background"] is True
+    assert sub["state"] == wanted["state"] == "completed"
+    assert sub["messages"] == wanted["messages"] and sub["tool_calls"] == wanted["tool_calls"]
+    assert got["turns"]["completed"] == want["turns"]["completed"] == 1
+    assert got["messages"] == want["messages"] == 5
+
+
+def test_subagent_tool_results_without_a_status() -> None:
+    """A sub-agent's `tool_result` has no `toolCallResult.status` (`{callId, durationMs}`): its
+    `functionResponse` (`output` or `error`) gives the outcome."""
+    qwen = QwenCode()
+    home = RECORDED / "subagent" / "home" / ".qwen"
+    (path,) = home.glob("projects/*/subagents/*/*.jsonl")
+    rel = PurePosixPath(path.relative_to(home).as_posix())
+    events = fed(qwen.reader(rel), records(path))
+    (wanted,) = facts("subagent")["sessions"][0]["subagents"]
+    outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    assert outcomes.count("ok") == wanted["tool_outcomes"]["ok"] == 1
+    assert outcomes.count("error") == wanted["tool_outcomes"]["error"] == 0
+
+
 def test_subagent_meta_links_its_call() -> None:
     qwen = QwenCode()
     (meta,) = (RECORDED / "subagent" / "home" / ".qwen").glob("projects/*/subagents/*/*.json")

@@ -87,13 +87,31 @@ def ended(session_id: str, at: float, record: Mapping[str, Any]) -> list[ToolCal
     result = record.get("toolCallResult")
     if not isinstance(result, dict) or not isinstance(result.get("callId"), str):
         return []
-    outcome = OUTCOMES.get(str(result.get("status")), "error")
-    if outcome == "cancelled" and REFUSED in str(record.get("message")):
-        outcome = "rejected"
     display = result.get("resultDisplay")
-    text = display if isinstance(display, str) else None
     return [
         ToolCallEnded(
-            session_id=session_id, at=at, call_id=result["callId"], outcome=outcome, result=text
+            session_id=session_id,
+            at=at,
+            call_id=result["callId"],
+            outcome=outcome_of(result, record),
+            result=display if isinstance(display, str) else None,
         )
     ]
+
+
+def outcome_of(result: Mapping[str, Any], record: Mapping[str, Any]) -> ToolOutcome:
+    """`toolCallResult.status`; a sub-agent's results have none (`{callId, durationMs}`): its
+    `functionResponse` then says it, `{"error": ...}` or `{"output": ...}`."""
+    status = result.get("status")
+    if status is None:
+        responses = [p.get("functionResponse") for p in parts(record)]
+        failed = any(isinstance(r, dict) and _has_error(r.get("response")) for r in responses)
+        return "error" if failed else "ok"
+    outcome = OUTCOMES.get(str(status), "error")
+    if outcome == "cancelled" and REFUSED in str(record.get("message")):
+        return "rejected"
+    return outcome
+
+
+def _has_error(response: object) -> bool:
+    return isinstance(response, dict) and "error" in response
