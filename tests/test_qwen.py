@@ -123,11 +123,19 @@ def test_tool_outcomes_from_the_results() -> None:
     assert outcomes == ["ok", "rejected"] and want["ok"] == want["rejected"] == 1
 
 
-def test_a_refused_call_ends_the_turn_interrupted() -> None:
+def test_a_refused_call_and_an_esc_end_their_turns_interrupted() -> None:
+    """The TUI: `date` allowed (completed), `rm -rf build` refused (Qwen Code asks the model
+    nothing more), a slow answer cut by Esc (an assistant record of the text so far, without
+    usage: the stub's usage never reached Qwen Code, so it is no message)."""
     turns = row("tui-approval")["turns"]
-    want = facts("tui-approval")["sessions"][0]["turns"]
-    assert turns["completed"] == want["completed"] == 1
-    assert turns["interrupted"] == want["interrupted"] == 1
+    want = facts("tui-approval")["sessions"][0]
+    assert turns["completed"] == want["turns"]["completed"] == 1
+    assert turns["interrupted"] == want["turns"]["interrupted"] == 2
+    events = fed(reader_of(chat_file("tui-approval")), records(chat_file("tui-approval")))
+    ends = [e.outcome for e in events if isinstance(e, TurnEnded)]
+    assert ends == ["completed", "interrupted", "interrupted"]
+    answered = [e for e in events if isinstance(e, ModelResponded) and not e.internal]
+    assert len(answered) == want["messages"] == 3
 
 
 def test_subagent_under_its_agent_call() -> None:

@@ -13,7 +13,9 @@
   `api_response` is counted, as internal (totals only). The per-call copies in
   `usage/token-usage-*.jsonl` are never read.
 - `assistant` records with `usageMetadata` are responses; their `functionCall`s are tool calls
-  (`agent` launches a sub-agent); one without a call ends the turn, completed.
+  (`agent` launches a sub-agent); one with text and no call ends the turn, completed. A stream
+  cut by Esc leaves an `assistant` record of the text so far without `usageMetadata` (the usage
+  never arrived): it ends the turn, interrupted (recorded in the TUI).
 - `tool_result` records end a call (`toolCallResult.status`); an `agent` call's result also
   ends its sub-agent (`resultDisplay.status`). A call refused or cancelled ends the turn,
   interrupted: Qwen Code does not ask the model again in that turn.
@@ -39,6 +41,7 @@ from ...events import (
     SubagentStarted,
     TitleSet,
     TurnEnded,
+    TurnOutcome,
     TurnStarted,
     Usage,
 )
@@ -249,8 +252,9 @@ class ChatReader:
         for call in found:
             if call["name"] == AGENT_TOOL:
                 events.append(self.launched(at, call))
-        if not found and text_of(record):
-            events.append(TurnEnded(session_id=self.session_id, at=at, outcome="completed"))
+        if not found and text_of(record):  # the answer; without usage: cut by Esc
+            outcome: TurnOutcome = "completed" if isinstance(metadata, dict) else "interrupted"
+            events.append(TurnEnded(session_id=self.session_id, at=at, outcome=outcome))
         self.requested_at = at
         return events
 
