@@ -88,6 +88,9 @@ def test_layout_and_files_never_opened() -> None:
 def test_home_is_qwen_home_or_dot_qwen() -> None:
     assert QwenCode.default_home({"QWEN_HOME": "/srv/q"}) == Path("/srv/q")
     assert QwenCode.default_home({"HOME": "/home/u"}) == Path("/home/u/.qwen")
+    # Qwen Code's own reading of the variable: `~` and `~/…` (or `~\…`) under the home
+    assert QwenCode.default_home({"QWEN_HOME": "~", "HOME": "/home/u"}) == Path("/home/u")
+    assert QwenCode.default_home({"QWEN_HOME": "~/q/h", "HOME": "/home/u"}) == Path("/home/u/q/h")
 
 
 def test_usage_per_response_counted_once() -> None:

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ...events import Event, LiveIndexRead, LiveIndexRemoved, SessionSeen, TurnEnded
+from ...sources.places import user_home
 from ..base import Defaults, FileKind, FileReader
 from ..fields import home, nonempty, timestamp
 from .chat import ChatReader, Shared
@@ -46,6 +47,12 @@ class QwenCode(Defaults):
 
     @staticmethod
     def default_home(environ: Mapping[str, str]) -> Path:
+        """`$QWEN_HOME` as Qwen Code reads it (`~` and `~/...` under the user's home), else
+        `.qwen` there."""
+        configured = environ.get("QWEN_HOME", "")
+        if configured == "~" or configured.startswith(("~/", "~\\")):
+            rest = [p for p in configured[1:].replace("\\", "/").split("/") if p]
+            return user_home(environ).joinpath(*rest)
         return home(environ, "QWEN_HOME", ".qwen")
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
