@@ -51,7 +51,7 @@ from .records import calls, ended, started, text_of, usage_of
 AGENT_TOOL = "agent"
 LAST_FAILURE = 5.0
 """Seconds between a failed call and its process's end within which that call ended the turn
-(Qwen Code exits right after its last retry fails: 32 ms in the recording)."""
+(Qwen Code exits right after its last retry fails: 37 ms in the recording)."""
 SUBAGENT_OUTCOMES: dict[str, SubagentOutcome] = {
     "completed": "completed",
     "failed": "failed",
