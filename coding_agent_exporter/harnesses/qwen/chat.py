@@ -8,10 +8,10 @@
   `<session>########<n>` for the lead and `<session>#<agent id>#<n>` for another agent. The
   lead's token counts are the same numbers as its assistant record's `usageMetadata`, which
   wins (it is the message); a sub-agent's are in its own transcript, which wins likewise. Only
-  Qwen Code's own housekeeping (an agent no `agent` call launched: the
-  `managed-auto-memory-extractor` it may run after a turn) has no other record: its
-  `api_response` is counted, as internal (totals only). The per-call copies in
-  `usage/token-usage-*.jsonl` are never read.
+  Qwen Code's own housekeeping (`managed-…` agents: the `managed-auto-memory-extractor` it
+  may run after a turn) has no other record: its `api_response` is counted, as internal
+  (totals only). Any other agent's calls are left to its transcript (a sub-agent's own
+  sub-agent: not recorded). The per-call copies in `usage/token-usage-*.jsonl` are never read.
 - `assistant` records with `usageMetadata` are responses; their `functionCall`s are tool calls
   (`agent` launches a sub-agent); one with text and no call ends the turn, completed. A stream
   cut by Esc leaves an `assistant` record of the text so far without `usageMetadata` (the usage
@@ -49,6 +49,8 @@ from ..fields import count, nonempty, timestamp, title_of
 from .records import calls, ended, started, text_of, usage_of
 
 AGENT_TOOL = "agent"
+MANAGED = "managed-"
+"""The agent ids of Qwen Code's own housekeeping (`managed-auto-memory-extractor-<hex>`)."""
 LAST_FAILURE = 5.0
 """Seconds between a failed call and its process's end within which that call ended the turn
 (Qwen Code exits right after its last retry fails: 37 ms in the recording)."""
@@ -68,7 +70,9 @@ class Shared:
     ends: list[float] = field(default_factory=list)
     """When its processes ended (`usage_record.jsonl`)."""
     agent_calls: set[str] = field(default_factory=set)
+    """The lead's `agent` calls (each launched a sub-agent)."""
     linked: set[str] = field(default_factory=set)
+    """The sub-agents already linked to their call."""
     models: dict[str, str] = field(default_factory=dict)
     """The model of each agent's calls (telemetry) and of the lead's (under ""): a sub-agent's
     transcript names none."""
@@ -87,7 +91,7 @@ class Shared:
 
     def failed(self, at: float) -> list[float]:
         """A model call failed at `at`: when the turn ended failed, if the process ended just
-        after (its end was read first); else None until the next prompt or that end."""
+        after (its end was read first); else nothing until the next prompt or that end."""
         self.failed_at = at
         if not any(0.0 <= end - at <= LAST_FAILURE for end in self.ends):
             return []
@@ -96,6 +100,8 @@ class Shared:
 
 
 class ChatReader:
+    """The lead's chat; a prompt written with no `provenance` (older versions) is a prompt."""
+
     def __init__(self, session_id: str, shared: Shared) -> None:
         self.session_id = session_id
         self.shared = shared
@@ -166,7 +172,9 @@ class ChatReader:
             call = self.launched_by_call(agent)
             if call is not None:
                 return self.linked(at, agent, call)
-            return self.housekeeping(at, event) if name == "qwen-code.api_response" else []
+            if name == "qwen-code.api_response" and agent.startswith(MANAGED):
+                return self.housekeeping(at, event)
+            return []  # e.g. a sub-agent's own sub-agent: its transcript counts it
         if name == "qwen-code.api_response":
             self.response_id = nonempty(event.get("response_id"))
         elif name == "qwen-code.api_error":
