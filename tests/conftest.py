@@ -27,6 +27,7 @@ AGENT_HOMES = (
     "GEMINI_CLI_HOME",
     "OPENCODE_DB",
     "PI_CODING_AGENT_DIR",
+    "QWEN_HOME",
     "GROK_HOME",
     "KILO_DB",
     "VIBE_HOME",
@@ -69,6 +70,7 @@ FIXTURE_HOMES = {
     "oh-my-pi": ".",
     "opencode": ".local/share/opencode",  # its data folder
     "pi": "agent",  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)
+    "qwen-code": ".qwen",
     "vibe": ".vibe",
 }
 """Where each agent's home sits inside a fixture's `home/` (one line per agent)."""

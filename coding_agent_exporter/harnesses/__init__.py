@@ -22,6 +22,7 @@ from .grok import Grok
 from .kilo import KiloCode
 from .opencode import OpenCode
 from .pi import OhMyPi, Pi
+from .qwen import QwenCode
 from .vibe import Vibe
 
 HARNESSES: dict[str, type[Harness]] = {
@@ -34,6 +35,7 @@ HARNESSES: dict[str, type[Harness]] = {
     KiloCode.name: KiloCode,
     Pi.name: Pi,
     OhMyPi.name: OhMyPi,
+    QwenCode.name: QwenCode,
     Vibe.name: Vibe,
 }
 
