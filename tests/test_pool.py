@@ -106,11 +106,12 @@ def test_workers_spawned_where_fork_is_unsafe_give_the_same_exposition(
     """macOS (fork unsafe), Windows (no fork) and the portable probes start workers with
     `spawn`, even with a single thread: the same exposition, real spawned workers here."""
     monkeypatch.setattr(platform, "_chosen", platform.detect(probes, system))
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # a process of one thread
     home = next(s for s in PARALLEL_SCENARIOS if agent_of(s) == "claude-code") / "home"
     one = exposition(app(home, workers=0))
     parallel = app(home, workers=2)
     handed = adopted(parallel)
-    assert threading.active_count() == 1 and pool._context().get_start_method() == "spawn"
+    assert pool._context().get_start_method() == "spawn"
     assert exposition(parallel) == one
     assert handed
 

@@ -48,7 +48,9 @@ AGENT_VARIABLES = (
     "PI_CONFIG_DIR",  # oh-my-pi's folder name under the home
     "VIBE_HOME",
     "GROK_HOME",
-    "XDG_DATA_HOME",  # OpenCode's data folder
+    "QWEN_HOME",
+    "KILO_DB",  # Kilo Code's database, its folder the home
+    "XDG_DATA_HOME",  # OpenCode's and Kilo Code's data folder
     "XDG_STATE_HOME",  # our own state folder on Linux
 )
 """The variables that move an agent's folder (each harness' `default_home` reads one)."""

@@ -44,8 +44,7 @@ class Connections:
         self._reserved: set[int] = set()  # ids of sockets in a reserved slot
         self._deadlines: dict[Any, float] = {}  # socket → when its request must be in
         self._stopping = False
-        self._reaper = threading.Thread(target=self._reap, name="http-deadlines", daemon=True)
-        self._reaper.start()
+        self._reaper: threading.Thread | None = None  # started with the first connection
 
     @property
     def active(self) -> int:
@@ -79,6 +78,11 @@ class Connections:
         """`sock` waits for a request: it must have sent all of it by the deadline."""
         with self._cond:
             self._deadlines[sock] = time.monotonic() + self.timeout
+            if self._reaper is None and not self._stopping:
+                self._reaper = threading.Thread(
+                    target=self._reap, name="http-deadlines", daemon=True
+                )
+                self._reaper.start()
             self._cond.notify()
 
     def arrived(self, sock: Any) -> None:
@@ -97,6 +101,9 @@ class Connections:
         with self._cond:
             self._stopping = True
             self._cond.notify()
+            reaper = self._reaper
+        if reaper is not None:
+            reaper.join(timeout=5)
 
     def _reap(self) -> None:
         while True:
