@@ -25,18 +25,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.backends import get, run_exporter, wait_for, write_index
-from tests.conftest import FIXTURES, GOLDEN, expected
+from tests.conftest import FIXTURES, GOLDEN, expected, missing_tool
 from tests.test_web_tls import fetch as fetch_tls
 from tests.test_web_tls import web_config  # noqa: F401 (a fixture: TLS and a basic-auth user)
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
-    pytest.skip(
-        "no /usr/bin/chromium: install Debian's chromium (.ci/run does)", allow_module_level=True
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="no playwright: pip install playwright (the test extra has it)"
-)
+    missing_tool("no /usr/bin/chromium: install Debian's chromium (.ci/run does)", module=True)
+try:
+    from playwright import sync_api
+except ImportError:
+    missing_tool("no playwright: pip install playwright (the test extra has it)", module=True)
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
