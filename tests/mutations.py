@@ -116,6 +116,14 @@ MUTATIONS = (
         ("tests/test_load.py::test_a_scrape_lets_the_state_go_before_it_renders",),
         "a scrape holds the state's lock while it renders: the reading waits (issue 7)",
     ),
+    Mutation(
+        "sent-traces-not-noted",
+        "traces/checkpoint.py",
+        '            self.sent[f"{trace_id:032x}"] = ended  # its open spans',
+        "            pass  # its open spans",
+        ("tests/test_restart.py::test_sigkill_while_following_live_sessions_then_restart",),
+        "the checkpoint forgets which turns were sent: a restart sends them again",
+    ),
 )
 
 
