@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -20,6 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 NOW = 2_000_000_000.0  # long after every recording: sessions without a process are over
+REQUIRE_TOOLS = "CODING_AGENT_EXPORTER_REQUIRE_TOOLS"
+"""Set to 1 (`.ci/run` does), a test that would skip for a tool or kernel feature this machine
+lacks fails instead: CI installs them all, so a skip there means a broken install step. Read
+once here, at import: `_own_state_dir` clears every `CODING_AGENT_EXPORTER_*` variable for each
+test."""
+_TOOLS_REQUIRED = os.environ.get(REQUIRE_TOOLS) == "1"
 AGENT_HOMES = (
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
@@ -32,6 +38,15 @@ AGENT_HOMES = (
     "KILO_DB",
     "VIBE_HOME",
 )
+
+
+def missing_tool(why: str, *, module: bool = False) -> NoReturn:
+    """Skip the test (or the whole module, at import) because `why`: a tool or kernel feature
+    is missing. Under `CODING_AGENT_EXPORTER_REQUIRE_TOOLS=1` it fails instead. Every skip for
+    a missing tool goes through here."""
+    if _TOOLS_REQUIRED:
+        pytest.fail(f"{why} ({REQUIRE_TOOLS}=1: a missing tool fails)", pytrace=False)
+    pytest.skip(why, allow_module_level=module)
 
 
 def scenarios(agent: str = "claude-code") -> list[Path]:

@@ -35,6 +35,7 @@ from .conftest import FIXTURES, ROOT, expected
 
 SCENARIO = FIXTURES / "claude-code" / "2.1.332" / "subagent-background"
 RULES = ROOT / "dashboards" / "prometheus" / "rules"
+pytestmark = pytest.mark.timeout(300)  # Prometheus, Alertmanager, a `for:` and waits of 45 s each
 
 
 @pytest.fixture

@@ -25,18 +25,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.backends import get, run_exporter, wait_for, write_index
-from tests.conftest import FIXTURES, GOLDEN, expected
+from tests.conftest import FIXTURES, GOLDEN, expected, missing_tool
 from tests.test_web_tls import fetch as fetch_tls
 from tests.test_web_tls import web_config  # noqa: F401 (a fixture: TLS and a basic-auth user)
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
-    pytest.skip(
-        "no /usr/bin/chromium: install Debian's chromium (.ci/run does)", allow_module_level=True
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="no playwright: pip install playwright (the test extra has it)"
-)
+    missing_tool("no /usr/bin/chromium: install Debian's chromium (.ci/run does)", module=True)
+try:
+    from playwright import sync_api
+except ImportError:
+    missing_tool("no playwright: pip install playwright (the test extra has it)", module=True)
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
@@ -136,12 +135,14 @@ def open_console(tab: Any, url: str, address: str = "#/") -> None:
     tab.wait_for_selector("main[data-rendered]", timeout=10_000)
 
 
-def test_a_session_appears_and_changes_state_within_a_second_of_its_file(
+def test_a_session_appears_and_changes_state_when_its_file_does(
     tmp_path: Path, tab: Any, stand_ins: list[subprocess.Popen[bytes]]
 ) -> None:
     """Claude Code rewrites `sessions/<pid>.json` when it starts work and when it waits: each
-    rewrite shows in the open page within a second, pushed over /api/events (no reload). When
-    the exporter goes away, the page says it is reconnecting."""
+    rewrite shows in the open page, pushed over /api/events (no reload), in order. When the
+    exporter goes away, the page says it is reconnecting.
+    How fast: `bench/latency.py` (the push) and `bench/console.py` (the drawing); the times
+    printed here are only for the eye."""
     home = home_of(tmp_path, "subagent-foreground")
     with serve(home, tmp_path) as url:
         open_console(tab, url)
@@ -156,7 +157,7 @@ def test_a_session_appears_and_changes_state_within_a_second_of_its_file(
         ):
             start = time.monotonic()
             write_index(home, process, FOREGROUND, **status)
-            tab.wait_for_selector(f"{ROW.format(FOREGROUND)}.s-{shown}", timeout=1000)
+            tab.wait_for_selector(f"{ROW.format(FOREGROUND)}.s-{shown}", timeout=30_000)
             took.append(round((time.monotonic() - start) * 1000))
         print(f"file change to page: {took} ms")
     # the exporter stopped: the page says so (the browser keeps trying to reconnect)

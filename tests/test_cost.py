@@ -137,6 +137,27 @@ def scraped(state: State, now: float, *argv: str) -> CollectorRegistry:
     return registry
 
 
+def test_a_response_whose_usage_grows_costs_its_final_usage_priced_once() -> None:
+    """A response's copies report more tokens as it streams (Codex and OpenCode write a growing
+    usage; Claude Code's first copy may hold only the prompt's): it costs what its final usage
+    costs at the list's price, never its copies added up."""
+    state = State()
+    state.apply("claude-code", SessionSeen(session_id="s", at=T0, cwd="/w"))
+    for output in (1, 20, 50, 50):
+        usage = Usage(input=100, output=output, cache_read=1000, cache_write=10)
+        event = ModelResponded(
+            session_id="s", at=T0, message_id="m0", model="claude-opus-4-8", usage=usage
+        )
+        state.apply("claude-code", event)
+    final = (100 * 5 + 50 * 25 + 1000 * 0.5 + 10 * 6.25) / 1e6  # claude-opus-4-8, $ a million
+    agent = {"agent": "claude-code"}
+    sample = scraped(state, T0 + 60).get_sample_value
+    labels = {**agent, "model": "claude-opus-4-8", "project": "/w", "source": EST}
+    assert sample("coding_agent_cost_usd_total", labels) == pytest.approx(final)
+    assert sample("coding_agent_usage_window_cost_usd", agent) == pytest.approx(final)
+    assert state.sessions[("claude-code", "s")].cost == pytest.approx(final)
+
+
 def test_the_active_window_its_burn_rate_and_its_limit() -> None:
     state = State()
     responses(state, [T0 - 10 * HOUR, T0 - 9 * HOUR, T0, T0 + 0.5 * HOUR])  # two windows

@@ -27,7 +27,10 @@ from typing import Any
 
 import pytest
 
+from .conftest import missing_tool
 from .test_dashboards import DASHBOARDS, JSON_FILES, SPAN_ATTRIBUTES, all_panels, load
+
+pytestmark = pytest.mark.timeout(420)  # the first test may wait for `npm ci` (up to 300 s)
 
 CHECK = DASHBOARDS / "check"
 SCHEMA_VERSION = 39  # Grafana 11.6, the compose stack's, migrates it forward on load
@@ -56,7 +59,7 @@ def node_check() -> Path:
     """A folder with check.mjs and its pinned node_modules."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
-        pytest.skip("node and npm are not installed (Debian: nodejs npm): no Grafana packages")
+        missing_tool("node and npm are not installed (Debian: nodejs npm): no Grafana packages")
     manifest = [CHECK / "package.json", CHECK / "package-lock.json"]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in manifest)).hexdigest()[:12]
     cache = os.environ.get("CODING_AGENT_EXPORTER_NODE_CACHE") or (

@@ -1,6 +1,9 @@
 """coding_agent_exporter.sources.fsobserver: a paired rename does not hold back the events
-behind it (watchdog's queue slept its whole 0.5 s even once the pair had arrived). Waits are
-joins with timeouts."""
+behind it (watchdog's queue slept its whole 0.5 s even once the pair had arrived).
+
+No speed is asserted (`bench/latency.py` measures it): the hold is made a minute long, so an
+event that comes at all within the tests' deadline (far shorter) came because the pair woke
+the queue, not because the hold ran out. Waits are joins with timeouts."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,8 +31,15 @@ def test_watchdogs_inotify_internals_found() -> None:
     assert type(fsobserver.make()).__name__ == "_PromptObserver"
 
 
-HOLD = 0.5  # watchdog's delay for an IN_MOVED_FROM, the queue's own
-PROMPT = 0.2  # well under the hold: what a paired move may cost at most here
+HOLD = 60.0  # the delay for an IN_MOVED_FROM (watchdog's is 0.5 s), made long
+DEADLINE = 20.0  # a wait for what must come, generous on a loaded machine, well under HOLD
+
+
+@pytest.fixture
+def long_hold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The observers made from here hold an unpaired move `HOLD` seconds."""
+    monkeypatch.setattr(fsobserver.PromptGrouper, "delay", HOLD)
+    yield
 
 
 def taker(queue: fsobserver.PromptQueue) -> tuple[threading.Thread, list[object]]:
@@ -44,13 +55,11 @@ def test_paired_move_is_taken_at_once() -> None:
     thread, got = taker(queue)  # the taker sees a delayed head and waits on it
     thread.join(0.05)
     assert thread.is_alive(), "a delayed head was taken before its pair or its time"
-    started = time.monotonic()
     assert queue.remove(lambda event: event == "moved_from") == "moved_from"  # the pair came:
     queue.put(("moved_from", "moved_to"))  # as watchdog's grouper queues it
-    thread.join(PROMPT)
+    thread.join(DEADLINE)
     assert not thread.is_alive(), "the taker slept on after the move was paired"
     assert got == [("moved_from", "moved_to")]
-    assert time.monotonic() - started < PROMPT
 
 
 def test_unpaired_move_still_held_its_time() -> None:
@@ -67,13 +76,15 @@ def test_closed_queue_wakes_taker() -> None:
     queue = fsobserver.PromptQueue(HOLD)
     thread, got = taker(queue)
     queue.close()
-    thread.join(PROMPT)
+    thread.join(DEADLINE)
     assert not thread.is_alive() and got == [None]
 
 
-def test_renames_then_appends_reported_promptly(tmp_path: Path) -> None:
+def test_renames_then_appends_are_not_held_behind_the_renames(
+    tmp_path: Path, long_hold: None
+) -> None:
     """The live index renamed into place again and again, a journal appended after each: the
-    append is reported well within the hold every time."""
+    append is reported every time, long before the hold would have let it through."""
     root = tmp_path / "root"
     (root / "sessions").mkdir(parents=True)
     journal = root / "s.jsonl"
@@ -82,7 +93,6 @@ def test_renames_then_appends_reported_promptly(tmp_path: Path) -> None:
     watcher.start()
     try:
         watcher.changed(timeout=1.0)
-        slowest = 0.0
         for i in range(20):
             tmp, index = root / "sessions" / "1.tmp", root / "sessions" / "1.json"
             tmp.write_text(str(i))
@@ -92,11 +102,9 @@ def test_renames_then_appends_reported_promptly(tmp_path: Path) -> None:
                 f.write(b"{}\n")
             seen: set[Path] = set()
             while journal not in seen:
-                left = started + 2 * HOLD - time.monotonic()
-                assert left > 0, f"append {i} not reported within {2 * HOLD} s"
+                left = started + DEADLINE - time.monotonic()
+                assert left > 0, f"append {i} held behind a rename: not reported in {DEADLINE} s"
                 seen |= watcher.changed(timeout=left)
-            slowest = max(slowest, time.monotonic() - started)
-        assert slowest < PROMPT * 2, f"an append waited {slowest:.3f} s behind a rename"
     finally:
         watcher.stop()
 

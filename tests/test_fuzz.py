@@ -11,6 +11,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,8 @@ from coding_agent_exporter.state.state import State
 settings.register_profile("default", max_examples=150, deadline=None)
 settings.register_profile("deep", max_examples=5000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+if os.environ.get("HYPOTHESIS_PROFILE") == "deep":
+    pytestmark = pytest.mark.timeout(3600)  # 5,000 cases each, on demand
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text()
 JSON = st.recursive(

@@ -22,12 +22,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 from coding_agent_exporter.runtime.cli import RESCAN_EVERY
 
 from .backends import free_port, get, wait_for
-from .conftest import FIXTURES, ROOT, home_flags
+from .conftest import FIXTURES, ROOT, home_flags, missing_tool
 
 RECORDED = FIXTURES / "claude-code" / "2.1.197" / "print-tool" / "home"
 LIMIT_FILE = "/proc/sys/user/max_inotify_watches"
@@ -58,7 +56,8 @@ def _namespaces() -> str | None:
 
 
 WHY_NOT = _namespaces()
-pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
+if WHY_NOT is not None:
+    missing_tool(WHY_NOT, module=True)
 
 
 def limited(limit: int, *argv: str) -> list[str]:

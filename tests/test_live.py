@@ -1,6 +1,6 @@
 """`/api/events`: the rows that changed, as server-sent events: what a publish sends (only rows
 that differ, merged per stream), resets, the cap on streams, and a real `serve` pushing a
-change of a live index within a second."""
+change of a live index. How fast it comes is measured by `bench/latency.py`, not here."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ from .backends import run_exporter, write_index
 from .conftest import FIXTURES, expected
 
 A = "claude-code"
+DEADLINE = 30.0
+"""How long a real `serve` may take to push a change (it takes milliseconds; the machine may be
+loaded). Each read of the stream is bounded too: the socket's own timeout."""
 
 
 def seen(state: State, session: str, at: float = 100.0) -> None:
@@ -125,9 +128,9 @@ def test_nothing_is_made_while_no_stream_is_open() -> None:
     assert feed.generation == 1 and not state.touched
 
 
-def test_serve_pushes_a_live_index_change_within_a_second(tmp_path: Path, probes: str) -> None:
+def test_serve_pushes_a_live_index_change(tmp_path: Path, probes: str) -> None:
     """A real `serve` over a recorded home: a stream open on /api/events gets the session's
-    row within a second of its live index saying it waits for the user."""
+    row once its live index says it waits for the user, with the reason and since when."""
     scenario = FIXTURES / "claude-code" / "2.1.332" / "print-tool"
     home = tmp_path / "claude"
     shutil.copytree(scenario / "home", home)
@@ -143,14 +146,12 @@ def test_serve_pushes_a_live_index_change_within_a_second(tmp_path: Path, probes
             assert stream.headers["Content-Type"].startswith("text/event-stream")
             assert read_event(stream) == b"retry: 2000\n\n"
             assert b"event: hello" in read_event(stream)
-            started = time.monotonic()
             write_index(home, agent, session, status="waiting", waitingFor="permission prompt")
             name, doc = wait_for_row(stream, session, "needs_user")
-            took = time.monotonic() - started
     finally:
         agent.kill()
         agent.wait()
-    assert name == "rows" and took < 1.0, took
+    assert name == "rows"
     (row,) = (r for r in doc["rows"] if r["session_id"] == session)
     assert row["reason"] == "permission prompt" and row["state_since"] is not None
 
@@ -165,8 +166,11 @@ def read_event(stream: Any) -> bytes:
 
 
 def wait_for_row(stream: Any, session: str, state: str) -> tuple[str, dict[str, Any]]:
-    """Events until one carries `session` in `state` (the read times out otherwise)."""
-    while True:
+    """Events until one carries `session` in `state`, for `DEADLINE` seconds at most: the
+    stream's keep-alive comments (every 15 s) would keep a read loop without one going for
+    ever, however long the socket's timeout."""
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
         chunk = read_event(stream)
         if chunk.startswith(b":"):
             continue
@@ -174,3 +178,4 @@ def wait_for_row(stream: Any, session: str, state: str) -> tuple[str, dict[str, 
         rows = [r for r in doc.get("rows", []) if r["session_id"] == session]
         if rows and rows[0]["state"] == state:
             return name, doc
+    raise AssertionError(f"no row of {session} in state {state} within {DEADLINE} s")

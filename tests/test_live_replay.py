@@ -1,5 +1,9 @@
 """Replay each recorded live-index timeline (every rewrite the real CLI made, in order) through
-the reader, as if the process were running, and check the states a scrape would have shown."""
+the reader, as if the process were running, and check the states a scrape would have shown.
+
+The expected states come from the recording (`expected.json`: the status words the CLI wrote,
+in order) and a table written out here (docs/metrics.md: `busy` is running, `waiting` needs the
+user, `shell` is a background shell), never from `live_state`, the mapping under test."""
 
 from __future__ import annotations
 
@@ -10,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from coding_agent_exporter.events import LiveIndexRead
 from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.health import Stats
-from coding_agent_exporter.state.labels import live_state
 from coding_agent_exporter.state.state import State
 
 from .conftest import expected, scenario_id, scenarios
@@ -22,17 +26,28 @@ TIMELINES = [s for s in scenarios() if "index_states" in expected(s)]
 TWO_PROCESSES = [s for s in scenarios() if "index_states_by_file" in expected(s)]
 
 
+SHOWN = {"idle": "idle", "busy": "running", "waiting": "needs_user", "shell": "background"}
+"""Each status word Claude Code wrote in these recordings → the state /metrics shows for it."""
+
+
 def word(state: str) -> str:
     status, _, reason = state.partition(":")
-    return live_state(status) + (f":{reason}" if reason else "")
+    return SHOWN[status] + (f":{reason}" if reason else "")
+
+
+def shown(engine: Engine, key: tuple[str, str], entry: LiveIndexRead) -> str:
+    """The state and reason a scrape shows of a live session (`State.status`, as the collector
+    and the console ask it)."""
+    state, reason, _ = engine.state.status(key, entry)
+    return state + (f":{reason}" if reason else "")
 
 
 @pytest.mark.parametrize("scenario", TIMELINES, ids=scenario_id)
 def test_replayed_index_gives_the_recorded_states(scenario: Path, tmp_path: Path) -> None:
     seen: list[str] = []
     for engine in _replayed(scenario, tmp_path):
-        for entry in engine.state.live.values():
-            state = live_state(entry.status) + (f":{entry.reason}" if entry.reason else "")
+        for key, entry in engine.state.live.items():
+            state = shown(engine, key, entry)
             if state != "unknown" and (not seen or seen[-1] != state):
                 seen.append(state)
     assert seen == [word(s) for s in expected(scenario)["index_states"]]
@@ -48,8 +63,8 @@ def test_two_processes_at_once_each_give_their_recorded_states(
     together: set[tuple[str, ...]] = set()
     for engine in _replayed(scenario, tmp_path):
         now = []
-        for entry in engine.state.live.values():
-            state = live_state(entry.status) + (f":{entry.reason}" if entry.reason else "")
+        for key, entry in engine.state.live.items():
+            state = shown(engine, key, entry)
             mine = seen.setdefault(entry.source.removeprefix("sessions/"), [])
             if state != "unknown" and (not mine or mine[-1] != state):
                 mine.append(state)

@@ -32,6 +32,7 @@ from .test_traces import SHOWN
 
 STARTUP = 90.0  # Phoenix 20.26 answers /healthz after 12-25 s (SQLite migrations on first start)
 ARRIVAL = 30.0  # Phoenix inserts received spans in batches, about once a second
+pytestmark = pytest.mark.timeout(300)  # the first test waits for Phoenix's start (STARTUP)
 SCENARIOS = {  # same tree shape (8 spans), different sessions: different trace and span ids
     "http/protobuf": "2.1.197",
     "grpc": "2.1.332",

@@ -24,7 +24,7 @@ from coding_agent_exporter.sources.procwatch import ProcessWatch, choose_waiter,
 from coding_agent_exporter.state.state import State
 
 from .backends import get, run_exporter, write_index
-from .conftest import FIXTURES
+from .conftest import FIXTURES, missing_tool
 from .otlp_sink import HttpSink
 
 DEADLINE = 5.0
@@ -79,7 +79,7 @@ def test_a_killed_process_is_reported_once(
     waiter: str, agent: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:
     if waiter == "pidfd" and not pidfds_available():
-        pytest.skip("no pidfd on this kernel")
+        missing_tool("no pidfd on this kernel")
     exits = Exits()
     watch = ProcessWatch(exits, waiter=waiter, poll=0.05)
     watch.start()

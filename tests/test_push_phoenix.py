@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .backends import free_port, wait_for
 from .conftest import FIXTURES
 from .otlp_metric_sink import HttpMetricSink
@@ -29,6 +31,7 @@ from .test_phoenix import (
 )
 
 __all__ = ["phoenix"]  # the module's Phoenix, shared by the tests below
+pytestmark = pytest.mark.timeout(300)  # Phoenix's start, then a `push` given 120 s
 VERSION, OUTAGE = "2.1.197", "2.1.332"  # Phoenix keeps a span id once: one recording each
 
 

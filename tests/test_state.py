@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from prometheus_client import CollectorRegistry
+
 from coding_agent_exporter.events import (
     LiveIndexRead,
     ModelResponded,
@@ -15,7 +17,9 @@ from coding_agent_exporter.events import (
     TurnStarted,
     Usage,
 )
-from coding_agent_exporter.state.state import ABANDON_AFTER, State, tool_label
+from coding_agent_exporter.prometheus.collectors import StateCollector
+from coding_agent_exporter.state.labels import ProjectLabel
+from coding_agent_exporter.state.state import ABANDON_AFTER, RECENT_MESSAGES, State, tool_label
 
 A = "claude-code"
 S = "s1"
@@ -252,3 +256,58 @@ def test_an_entry_opened_after_its_process_started_is_not_stale() -> None:
     state.apply(A, entry(started_at=1000.0 - 60, opened_after_start=True))
     state.refresh(3000.0, alive)  # a process started after the session was opened: recycled pid
     assert state.live == {}
+
+
+def test_a_response_seen_again_after_leaving_the_recent_window_counts_once() -> None:
+    """Only the latest RECENT_MESSAGES responses keep their usage; an older one read again (a
+    copy of a finished session's journal, a file read anew) is found among the ids seen and
+    counts nothing more."""
+    state = State()
+    seen(state)
+    responded(state, "msg_first", 40)
+    for n in range(RECENT_MESSAGES):  # pushes msg_first out of the recent window
+        responded(state, f"msg_{n}", 1)
+    responded(state, "msg_first", 40)
+    responded(state, "msg_first", 40, session="fork")
+    assert state.totals.messages[(A, "m", "/w")] == RECENT_MESSAGES + 1
+    assert state.totals.tokens[(A, "m", "/w", "output")] == 40 + RECENT_MESSAGES
+    assert state.sessions[(A, S)].messages == RECENT_MESSAGES + 1
+
+
+def scraped(state: State, name: str, label: str) -> dict[str, float]:
+    """One counter's samples for agent A as /metrics shows them, by the value of `label`."""
+    registry = CollectorRegistry()
+    registry.register(StateCollector(state, [A], ProjectLabel(), probe=lambda pid: None))
+    found: dict[str, float] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name == name and sample.labels.get("agent") == A:
+                key = sample.labels[label]
+                found[key] = found.get(key, 0.0) + sample.value
+    return found
+
+
+def test_tool_and_subagent_type_labels_keep_200_values_the_rest_other_counts_kept() -> None:
+    """docs/metrics.md: the tool and sub-agent type labels keep at most 200 values per agent,
+    the rest read `other`. 201 tools (and types): 200 values and `other`, every call counted;
+    a value kept once stays itself."""
+    state = State()
+    seen(state)
+    for n in [*range(201), 0, 200]:  # tool_000 and tool_200 once more
+        call = f"t{n}-{state.totals.tool_calls.total()}"
+        state.apply(A, ToolCallStarted(session_id=S, at=100.0, call_id=call, tool=f"tool_{n:03}"))
+        state.apply(A, ToolCallEnded(session_id=S, at=101.0, call_id=call, outcome="ok"))
+        kind = f"type_{n:03}"
+        state.apply(
+            A, SubagentStarted(session_id=S, at=100.0, subagent_id=call, subagent_type=kind)
+        )
+        state.apply(A, SubagentEnded(session_id=S, at=101.0, subagent_id=call, outcome="completed"))
+    for name, label, prefix in [
+        ("coding_agent_tool_calls_total", "tool", "tool"),
+        ("coding_agent_subagents_total", "subagent_type", "type"),
+    ]:
+        counts = scraped(state, name, label)
+        assert len(counts) == 201 and counts["other"] == 2, (name, len(counts))
+        assert f"{prefix}_199" in counts and f"{prefix}_200" not in counts
+        assert counts[f"{prefix}_000"] == 2
+        assert sum(counts.values()) == 203
