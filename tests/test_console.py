@@ -136,13 +136,13 @@ def open_console(tab: Any, url: str, address: str = "#/") -> None:
 
 
 def test_a_session_appears_and_changes_state_when_its_file_does(
-    tmp_path: Path, tab: Any, stand_ins: list[subprocess.Popen[bytes]]
+    tmp_path: Path, tab: Any, stand_ins: list[subprocess.Popen[bytes]], probes: str
 ) -> None:
     """Claude Code rewrites `sessions/<pid>.json` when it starts work and when it waits: each
     rewrite shows in the open page, pushed over /api/events (no reload), in order. When the
     exporter goes away, the page says it is reconnecting.
     How fast: `bench/latency.py` (the push) and `bench/console.py` (the drawing); the times
-    printed here are only for the eye."""
+    printed here are only for the eye. Run with Linux's own probes, then the portable ones."""
     home = home_of(tmp_path, "subagent-foreground")
     with serve(home, tmp_path) as url:
         open_console(tab, url)

@@ -47,7 +47,8 @@ def agent_process() -> Iterator[subprocess.Popen[bytes]]:
 
 
 @pytest.fixture
-def exporter(home: Path, tmp_path: Path) -> Iterator[str]:
+def exporter(home: Path, tmp_path: Path, probes: str) -> Iterator[str]:
+    """`serve` with this system's own probes, then with the portable ones (macOS/Windows)."""
     with run_exporter(home, tmp_path) as url:
         yield url
 
