@@ -211,12 +211,14 @@ def test_a_resumed_session_is_one_session_of_two_turns() -> None:
     assert row["title"] == "SCENARIO:resume1 first prompt"
 
 
-def live_copy(scenario: str) -> tuple[Path, dict[str, Any], tuple[str, str], float]:
+def live_copy(
+    scenario: str, copy: str = "home-live"
+) -> tuple[Path, dict[str, Any], tuple[str, str], float]:
     """A home copied while Cline ran: its data folder, the copy's facts, the session's key and
     its start time."""
-    home = data(scenario, "home-live")
-    copied = expected(RECORDED / scenario)["live_copies"]["home-live"]
-    session, _ = lead(scenario, "home-live")
+    home = data(scenario, copy)
+    copied = expected(RECORDED / scenario)["live_copies"][copy]
+    session, _ = lead(scenario, copy)
     assert session["pid"] == copied["pid"]  # the session file names the agent's own process
     return home, copied, ("cline", session["session_id"]), timestamp(session["started_at"]) or 0
 
@@ -282,3 +284,53 @@ def test_a_torn_or_foreign_document_changes_nothing() -> None:
     assert messages.feed({"agent": "lead"}) == []  # no session id
     child = MessagesReader(Shared(), lead_file=False)
     assert child.feed({"agent": "subagent", "origin": {"parentThreadId": "p"}}) == []
+
+
+def test_the_tui_idles_between_turns() -> None:
+    home, copied, key, opened = live_copy("tui-approval", "home-idle")
+    state = live_state(home, copied["pid"], opened - 0.3, opened + 30)
+    assert state.status(key, state.live[key])[0] == copied["state"] == "idle"
+    assert state.session(*key).turns["completed"] == 1
+
+
+def test_esc_ends_its_turn_interrupted_at_the_next_prompt() -> None:
+    """Esc while a reply streamed: Cline writes the prompt and nothing else (the usage of the
+    cut stream never reached it); the next prompt ends that turn interrupted."""
+    _, messages = lead("tui-approval")
+    events = MessagesReader(Shared(), lead_file=True).feed(messages)
+    turns = [(type(e).__name__, getattr(e, "outcome", None)) for e in events]
+    turns = [t for t in turns if t[0] in ("TurnStarted", "TurnEnded")]
+    assert turns[-3:] == [
+        ("TurnEnded", "interrupted"),
+        ("TurnStarted", None),
+        ("TurnEnded", "completed"),
+    ]
+    want = facts("tui-approval")
+    assert want["turns"]["interrupted"] == 1 and want["turns"]["completed"] == 3
+    assert len(of(ModelResponded, events)) == want["messages"]
+
+
+def test_a_killed_run_is_not_live_and_its_work_is_closed() -> None:
+    """SIGKILL while its command ran: the call has no result. The session file said `running`
+    until Cline's stale-session reconciler (the hub daemon was the only Cline process left)
+    marked it `failed` 3 s later (`terminal_marker`); either way it is not live."""
+    session, _ = lead("killed")
+    marker = session["metadata"]
+    assert session["status"] == "failed" and session["exit_code"] == 1
+    assert marker["terminal_marker"] == "failed_external_process_exit"
+    assert marker["terminal_marker_source"] == "stale_session_reconciler"
+    key = ("cline", session["session_id"])
+    opened = timestamp(session["started_at"]) or 0.0
+    state = live_state(data("killed"), session["pid"], opened - 0.3, opened + 5)
+    assert key not in state.live  # `failed`, though the pid were still running
+    before = {**session, "status": "running", "ended_at": None}  # as the timeline saw it
+    state = State()
+    for event in SessionReader(Shared(), "s").feed(before):
+        state.apply("cline", event)
+    state.refresh(opened + 5, lambda pid: None)  # its process gone
+    assert key not in state.live
+    app = app_for(data("killed").parent.parent)
+    (row,) = session_rows(app.state, app.config.project, history=True)
+    assert row["live"] is False and row["turns"]["interrupted"] == 1
+    want = facts("killed")
+    assert want["turns"]["unfinished"] == 1 and want["tool_calls"]["cancelled"] == 1

@@ -227,6 +227,8 @@ class MessagesReader:
                 continue
             result = block.get("content")
             outcome = tool_outcome(result)
+            if outcome == "ok" and block.get("is_error") is True:
+                outcome = "error"  # a tool whose result we do not know, marked failed
             events.append(
                 ToolCallEnded(
                     session_id=self.session_id,
