@@ -334,3 +334,22 @@ def test_a_killed_run_is_not_live_and_its_work_is_closed() -> None:
     assert row["live"] is False and row["turns"]["interrupted"] == 1
     want = facts("killed")
     assert want["turns"]["unfinished"] == 1 and want["tool_calls"]["cancelled"] == 1
+
+
+def test_a_messages_file_past_a_mebibyte_is_read(tmp_path: Path) -> None:
+    """A long session's conversation (tool outputs included) outgrows the 1 MiB other
+    documents are held to: Cline's files are read up to `Cline.doc_limit`."""
+    found = folder("shell")
+    home = tmp_path / "data"
+    copy = home / "sessions" / found.name
+    copy.mkdir(parents=True)
+    session, messages = lead("shell")
+    result = messages["messages"][2]["content"][0]["content"][0]
+    result["result"] = "x" * (2 * 1024 * 1024)  # a 2 MiB command output
+    (copy / f"{found.name}.json").write_text(json.dumps(session))
+    (copy / f"{found.name}.messages.json").write_text(json.dumps(messages))
+    state = State()
+    engine = Engine([Source(Cline(), home)], state)
+    engine.catch_up()
+    assert sum(state.totals.messages.values()) == facts("shell")["messages"] == 2
+    assert not any(engine.stats.parse_errors.values())

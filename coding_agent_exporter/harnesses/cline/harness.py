@@ -35,6 +35,11 @@ class Cline(Defaults):
     home_flag: ClassVar[str] = "cline.home"
     watch_dirs: ClassVar[tuple[str, ...]] = (SESSIONS,)
     holder_names: ClassVar[tuple[str, ...]] = ()  # the session file names its process
+    doc_limit: ClassVar[int] = 32 * 1024 * 1024
+    """A messages file holds the whole conversation, every tool output included, rewritten
+    after each message: a long session's passes the 1 MiB of other documents. Each rewrite is
+    parsed whole (measured here: 32 MiB of 7,732 messages with 16 KB tool outputs parsed in
+    0.05 s, +40 MB while parsed; its new messages then told in 0.02 s)."""
 
     def __init__(self) -> None:
         self.shared = Shared()
