@@ -353,3 +353,29 @@ def test_a_messages_file_past_a_mebibyte_is_read(tmp_path: Path) -> None:
     engine.catch_up()
     assert sum(state.totals.messages.values()) == facts("shell")["messages"] == 2
     assert not any(engine.stats.parse_errors.values())
+
+
+def test_a_question_to_the_user_is_a_wait_though_the_file_says_running() -> None:
+    """`ask_question`: the TUI waits for the answer while the session file says `running`;
+    the open call in the messages file makes it needs_user (reason `question`), in either
+    reading order, until its answer is written."""
+    home, copied, key, opened = live_copy("tui-question")
+    state = live_state(home, copied["pid"], opened - 0.3, opened + 5)
+    assert lead("tui-question", "home-live")[0]["status"] == "running"
+    assert state.status(key, state.live[key])[:2] == (copied["state"], "question")
+    assert copied["state"] == "needs_user"
+    session, messages = lead("tui-question", "home-live")
+    for doc_first in (True, False):
+        shared = Shared()
+        readers = [
+            (SessionReader(shared, "s"), session),
+            (MessagesReader(shared, lead_file=True), messages),
+        ]
+        events = [e for r, d in (readers if doc_first else readers[::-1]) for e in r.feed(d)]
+        assert of(LiveIndexRead, events)[-1].status == "waiting"
+    _, final = lead("tui-question")
+    shared = Shared()
+    reader = SessionReader(shared, "s")
+    reader.feed(session)
+    answered = of(LiveIndexRead, MessagesReader(shared, lead_file=True).feed(final))
+    assert answered[-1].status == "busy"  # answered: running again until the file says more

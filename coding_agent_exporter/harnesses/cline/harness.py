@@ -24,7 +24,8 @@ from ...events import CostReported, Event, LiveIndexRead, LiveIndexRemoved, Sess
 from ..base import Defaults, FileKind, FileReader
 from ..fields import nonempty, timestamp, title_of, usd
 from .fields import LIVE_STATUS
-from .messages import MessagesReader, Shared
+from .messages import MessagesReader
+from .shared import Shared
 
 SESSIONS = "sessions"
 MESSAGES = ".messages.json"
@@ -145,13 +146,10 @@ class SessionReader:
         pid = record.get("pid")
         if status is None or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
             return self._gone()
-        # A resumed session keeps its first start time under a new process: the latest prompt
-        # is a time that process had started by (see README, "What it cannot tell").
-        opened = max(started, self.shared.prompted.get(session_id, 0.0))
         entry = LiveIndexRead(
             pid=pid,
             session_id=session_id,
-            started_at=opened,
+            started_at=started,
             status=status,
             reason="approval" if status == "waiting" else None,
             name=self.title,
@@ -162,11 +160,12 @@ class SessionReader:
         )
         if entry == self.live:
             return []
-        self.live = entry
-        return [entry]
+        self.live = self.shared.live[session_id] = entry
+        return self.shared.told(session_id)
 
     def _gone(self) -> list[Event]:
         if self.live is None:
             return []
+        self.shared.live.pop(self.live.session_id, None)
         self.live = None
         return [LiveIndexRemoved(source=self.source)]

@@ -1,6 +1,6 @@
 """One Cline messages file (`sessions/<id>/<id>.messages.json`, a lead's, or
-`sessions/<id>/agent_<…>.messages.json`, a sub-agent's) as events; and `Shared`, what the files
-of one home tell each other.
+`sessions/<id>/agent_<…>.messages.json`, a sub-agent's) as events (what the files of one home
+tell each other: `cline_shared`).
 
 The file is one JSON document, rewritten whole after every message: each read hands the reader
 the whole list again, so it remembers which message ids it has told (a message is written once
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ...events import (
@@ -39,19 +38,9 @@ from ...events import (
 )
 from ..fields import nonempty, timestamp, title_of
 from .fields import prompt_of, text_of, tool_outcome, usage_of
+from .shared import ASK, Shared
 
 SPAWN = "spawn_agent"
-
-
-@dataclass(slots=True)
-class Shared:
-    """What the files of one home tell each other: per lead session the time of its latest
-    prompt (`Live` uses it), the `spawn_agent` calls by task and the sub-agents by task, so a
-    call and its sub-agent are linked whichever file is read first."""
-
-    prompted: dict[str, float] = field(default_factory=dict)
-    calls: dict[tuple[str, str], str] = field(default_factory=dict)  # (lead, task) → call
-    agents: dict[tuple[str, str], str] = field(default_factory=dict)  # (lead, task) → agent
 
 
 class MessagesReader:
@@ -128,7 +117,7 @@ class MessagesReader:
         assert self.session_id is not None
         prompted = self.shared.prompted
         prompted[self.session_id] = max(prompted.get(self.session_id, 0.0), at)
-        events: list[Event] = []
+        events: list[Event] = [*self.shared.told(self.session_id)]  # its process had started
         if self.turn_open:  # a prompt while a turn was open: that turn went no further
             events.append(TurnEnded(session_id=self.session_id, at=at, outcome="interrupted"))
         self.turn_open = True
@@ -198,6 +187,9 @@ class MessagesReader:
                 arguments=call.get("input"),
             )
         ]
+        if name == ASK and self.lead:  # the user is asked: waits while the process runs
+            self.shared.asking[self.session_id] = call_id
+            events += self.shared.told(self.session_id)
         arguments = call.get("input")
         task = arguments.get("task") if isinstance(arguments, dict) else None
         if name == SPAWN and isinstance(task, str):
@@ -238,6 +230,9 @@ class MessagesReader:
                     result=result if isinstance(result, str) else json.dumps(result),
                 )
             )
+            if self.shared.asking.get(self.session_id) == call_id:  # answered
+                del self.shared.asking[self.session_id]
+                events += self.shared.told(self.session_id)
             if (block.get("name") or self.names.get(call_id)) == SPAWN:
                 events.append(
                     SubagentEnded(
