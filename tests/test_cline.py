@@ -19,6 +19,7 @@ from coding_agent_exporter.events import (
     SubagentEnded,
     SubagentStarted,
     ToolCallEnded,
+    ToolCallStarted,
     TurnEnded,
     TurnStarted,
     Usage,
@@ -379,3 +380,21 @@ def test_a_question_to_the_user_is_a_wait_though_the_file_says_running() -> None
     reader.feed(session)
     answered = of(LiveIndexRead, MessagesReader(shared, lead_file=True).feed(final))
     assert answered[-1].status == "busy"  # answered: running again until the file says more
+
+
+def test_usage_written_after_its_message_is_counted_once() -> None:
+    """Not seen in 3.0.65 (a message is written whole), but the file is rewritten whole: an
+    assistant message told without `metrics` gives its usage when they come, and its calls
+    are not told again."""
+    _, messages = lead("shell")
+    early = json.loads(json.dumps(messages))
+    del early["messages"][1]["metrics"]
+    reader = MessagesReader(Shared(), lead_file=True)
+    first = reader.feed({**early, "messages": early["messages"][:2]})
+    assert not of(ModelResponded, first) and len(of(ToolCallStarted, first)) == 1
+    later = reader.feed(messages)
+    assert [e.usage for e in of(ModelResponded, later)] == [
+        Usage(input=2000, output=50),
+        Usage(input=2200, output=60, cache_read=800),
+    ]
+    assert not of(ToolCallStarted, later) and reader.feed(messages) == []

@@ -51,7 +51,7 @@ class MessagesReader:
         self.lead_file = lead_file
         self.session_id: str | None = None
         self.subagent_id: str | None = None
-        self.told: set[str] = set()  # message ids already turned into events
+        self.told: dict[str, bool] = {}  # message id told → whether its usage was
         self.turn_open = False
         self.at = 0.0
         self.names: dict[str, str] = {}  # call id → tool name
@@ -65,9 +65,12 @@ class MessagesReader:
             if not isinstance(message, dict):
                 continue
             key = nonempty(message.get("id"))
-            if key is None or key in self.told:
+            if key is None or self.told.get(key):
                 continue
-            self.told.add(key)
+            if key in self.told:  # told before its `metrics` were written (not seen in 3.0.65)
+                events += self._late_usage(key, message)
+                continue
+            self.told[key] = message.get("role") != "assistant" or "metrics" in message
             events += self._message(key, message)
         return events
 
@@ -152,6 +155,26 @@ class MessagesReader:
             self.turn_open = False
             events.append(TurnEnded(session_id=self.session_id, at=at, outcome="completed"))
         return events
+
+    def _late_usage(self, key: str, message: Mapping[str, Any]) -> list[Event]:
+        """An assistant message written again, now with its `metrics`: its usage only (its
+        calls and its turn's end were told the first time)."""
+        metrics = message.get("metrics")
+        if message.get("role") != "assistant" or not isinstance(metrics, dict):
+            return []
+        assert self.session_id is not None
+        self.told[key] = True
+        return [
+            ModelResponded(
+                session_id=self.session_id,
+                at=timestamp(message.get("ts")) or self.at,
+                message_id=key,
+                model=_model(message) or "unknown",
+                usage=usage_of(metrics),
+                subagent_id=self.subagent_id,
+                main=self.lead,
+            )
+        ]
 
     def _failed(self, message: Mapping[str, Any], at: float, previous: float) -> list[Event]:
         assert self.session_id is not None
