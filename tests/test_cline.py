@@ -398,3 +398,41 @@ def test_usage_written_after_its_message_is_counted_once() -> None:
         Usage(input=2200, output=60, cache_read=800),
     ]
     assert not of(ToolCallStarted, later) and reader.feed(messages) == []
+
+
+def test_a_tui_gone_idle_with_its_turn_open_ended_it_without_an_answer() -> None:
+    """Esc while a reply streams writes nothing; the session file then says `idle`, with its
+    usage totals (written at a turn's end) equal to the responses read: the turn is cut,
+    interrupted. Totals above what was read mean a response not read yet: nothing is said."""
+    session, messages = lead("tui-approval")
+    prompts = [
+        i
+        for i, m in enumerate(messages["messages"])
+        if m["role"] == "user" and m["content"][0]["type"] == "text"
+    ]
+    cut = messages["messages"][: prompts[-2] + 1]  # up to the prompt whose reply was cut
+    assert "ia_slow" in cut[-1]["content"][0]["text"]
+    spent = [
+        sum(m.get("metrics", {}).get(k, 0) for m in cut) for k in ("inputTokens", "outputTokens")
+    ]
+    usage = {**session["metadata"]["usage"], "inputTokens": spent[0], "outputTokens": spent[1]}
+    idle = {**session, "status": "idle", "metadata": {**session["metadata"], "usage": usage}}
+    ahead = {**idle, "metadata": {**idle["metadata"], "usage": {**usage, "outputTokens": 999}}}
+    for written, outcomes in ((ahead, []), (idle, ["interrupted"])):
+        shared = Shared()
+        reader = MessagesReader(shared, lead_file=True)
+        reader.feed({**messages, "messages": cut})
+        events = SessionReader(shared, "s").feed(written)
+        assert [e.outcome for e in of(TurnEnded, events)] == outcomes
+        rest = reader.feed(messages)  # the next prompt, answered
+        ends = [e.outcome for e in of(TurnEnded, rest)]
+        assert ends == (["completed"] if outcomes else ["interrupted", "completed"])  # once
+    found = folder("tui-approval", "home-idle")
+    for doc_first in (True, False):
+        shared = Shared()
+        files = [
+            (SessionReader(shared, "s"), doc(found / f"{found.name}.json")),
+            (MessagesReader(shared, lead_file=True), doc(found / f"{found.name}.messages.json")),
+        ]
+        events = [e for r, d in (files if doc_first else files[::-1]) for e in r.feed(d)]
+        assert [e.outcome for e in of(TurnEnded, events)] == ["completed"]  # answered

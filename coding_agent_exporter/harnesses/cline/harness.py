@@ -103,6 +103,11 @@ class SessionReader:
         metadata = metadata if isinstance(metadata, dict) else {}
         events = self._seen(session_id, started, record, metadata)
         events += self._cost(session_id, record, metadata)
+        usage = metadata.get("usage")
+        if record.get("status") == "idle" and isinstance(usage, dict):
+            spent = (usage.get("inputTokens"), usage.get("outputTokens"))
+            if all(isinstance(n, int) for n in spent):
+                events += self.shared.cut(session_id, (int(spent[0] or 0), int(spent[1] or 0)))
         return events + self._live(session_id, started, record)
 
     def _seen(

@@ -52,7 +52,6 @@ class MessagesReader:
         self.session_id: str | None = None
         self.subagent_id: str | None = None
         self.told: dict[str, bool] = {}  # message id told → whether its usage was
-        self.turn_open = False
         self.at = 0.0
         self.names: dict[str, str] = {}  # call id → tool name
 
@@ -99,6 +98,10 @@ class MessagesReader:
     def _message(self, key: str, message: Mapping[str, Any]) -> list[Event]:
         at = timestamp(message.get("ts")) or self.at
         previous, self.at = self.at, max(self.at, at)
+        if self.lead:
+            assert self.session_id is not None
+            self.shared.last[self.session_id] = self.at
+            self._spend(message.get("metrics"))
         role = message.get("role")
         content = message.get("content")
         if role == "user":
@@ -121,9 +124,9 @@ class MessagesReader:
         prompted = self.shared.prompted
         prompted[self.session_id] = max(prompted.get(self.session_id, 0.0), at)
         events: list[Event] = [*self.shared.told(self.session_id)]  # its process had started
-        if self.turn_open:  # a prompt while a turn was open: that turn went no further
+        if self.shared.turns.pop(self.session_id, None) is not None:  # it went no further
             events.append(TurnEnded(session_id=self.session_id, at=at, outcome="interrupted"))
-        self.turn_open = True
+        self.shared.turns[self.session_id] = at
         started = TurnStarted(session_id=self.session_id, at=at, record_id=key, prompt=prompt)
         return [*events, started]
 
@@ -151,10 +154,22 @@ class MessagesReader:
         calls = _tool_uses(message.get("content"))
         for call in calls:
             events += self._call(call, at)
-        if not calls and self.lead and self.turn_open:
-            self.turn_open = False
+        if not calls and self.lead and self._turn_ends():
             events.append(TurnEnded(session_id=self.session_id, at=at, outcome="completed"))
         return events
+
+    def _turn_ends(self) -> bool:
+        """The lead's open turn ends here; False when none is open (`Shared.turns`)."""
+        assert self.session_id is not None
+        return self.shared.turns.pop(self.session_id, None) is not None
+
+    def _spend(self, metrics: object) -> None:
+        """The lead's `inputTokens` and `outputTokens` read so far, as written (the session
+        file's usage totals count the same: `Shared.cut`)."""
+        if isinstance(metrics, dict) and self.session_id is not None:
+            spent = self.shared.spent.get(self.session_id, (0, 0))
+            more = (_whole(metrics.get("inputTokens")), _whole(metrics.get("outputTokens")))
+            self.shared.spent[self.session_id] = (spent[0] + more[0], spent[1] + more[1])
 
     def _late_usage(self, key: str, message: Mapping[str, Any]) -> list[Event]:
         """An assistant message written again, now with its `metrics`: its usage only (its
@@ -164,6 +179,8 @@ class MessagesReader:
             return []
         assert self.session_id is not None
         self.told[key] = True
+        if self.lead:
+            self._spend(metrics)
         return [
             ModelResponded(
                 session_id=self.session_id,
@@ -189,8 +206,7 @@ class MessagesReader:
                 requested_at=previous or None,
             )
         ]
-        if self.lead and self.turn_open:
-            self.turn_open = False
+        if self.lead and self._turn_ends():
             events.append(TurnEnded(session_id=self.session_id, at=at, outcome="failed"))
         return events
 
@@ -286,6 +302,10 @@ class MessagesReader:
                 background=False,
             )
         ]
+
+
+def _whole(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _model(message: Mapping[str, Any]) -> str | None:
