@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from ...events import CostReported, Event, LiveIndexRead, LiveIndexRemoved, SessionSeen, TitleSet
+from ...sources.places import user_home
 from ..base import Defaults, FileKind, FileReader
 from ..fields import nonempty, timestamp, title_of, usd
 from .fields import LIVE_STATUS
@@ -53,10 +54,10 @@ class Cline(Defaults):
         cline = environ.get("CLINE_DIR", "").strip()
         if cline:
             return Path(cline) / "data"
-        user = environ.get("HOME") or environ.get("USERPROFILE")
+        user = environ.get("HOME") or environ.get("USERPROFILE")  # Cline's order, on every OS
         if not user and environ.get("HOMEDRIVE") and environ.get("HOMEPATH"):
             user = environ["HOMEDRIVE"] + environ["HOMEPATH"]
-        return Path(user or "~").expanduser() / ".cline" / "data"
+        return (Path(user) if user else user_home(environ)) / ".cline" / "data"
 
     def match(self, rel: PurePosixPath) -> FileKind | None:
         parts = rel.parts
