@@ -28,6 +28,8 @@ test."""
 _TOOLS_REQUIRED = os.environ.get(REQUIRE_TOOLS) == "1"
 AGENT_HOMES = (
     "CLAUDE_CONFIG_DIR",
+    "CLINE_DATA_DIR",
+    "CLINE_DIR",
     "CODEX_HOME",
     "COPILOT_HOME",
     "GEMINI_CLI_HOME",
@@ -77,6 +79,7 @@ def scenario_id(path: Path) -> str:
 
 FIXTURE_HOMES = {
     "claude-code": ".",  # a Claude fixture's `home` is Claude's own folder
+    "cline": ".cline/data",  # its data folder
     "codex": ".codex",
     "copilot": ".copilot",
     "gemini-cli": ".gemini",

@@ -15,6 +15,7 @@ from .base import (
     TableReader,
 )
 from .claude_code import ClaudeCode
+from .cline import Cline
 from .codex import Codex
 from .copilot import Copilot
 from .gemini_cli import GeminiCli
@@ -27,6 +28,7 @@ from .vibe import Vibe
 
 HARNESSES: dict[str, type[Harness]] = {
     ClaudeCode.name: ClaudeCode,
+    Cline.name: Cline,
     Codex.name: Codex,
     Copilot.name: Copilot,
     GeminiCli.name: GeminiCli,

@@ -154,6 +154,9 @@ class Harness(Protocol):
     # one file tells with the readers of others: glob patterns (relative to the home) of the
     # files to read with the one at `rel` when a session's turns are replayed from its files
     # (`runtime.replay`; Vibe's session folders, Gemini CLI's logs).
+    # Optional: `doc_limit`, the largest "doc" file (bytes) its readers take, for an agent
+    # whose whole documents grow with the session (default `sources.tail.DOC_LIMIT`, 1 MiB;
+    # Cline's messages files, which hold every tool output of the conversation).
     # Optional: `lean`, a `TypedDict` of the fields its JSONL readers look at; its lines
     # are then decoded against it, the rest skipped unbuilt, unless spans show content
     # (`decode.lean`, `pool.decoder`; Claude Code's `claude_schema.Record`).

@@ -30,7 +30,7 @@ from ..sources.decode import loads
 from ..sources.holders import HeldSessions, holders
 from ..sources.locks import by_writer_lock
 from ..sources.sqlite_tail import SqliteTail
-from ..sources.tail import JsonDoc, JsonlTail, TailResult, ZstdJsonl
+from ..sources.tail import DOC_LIMIT, JsonDoc, JsonlTail, TailResult, ZstdJsonl
 from ..state.health import Stats
 from ..state.state import State
 from . import pool
@@ -481,7 +481,10 @@ class Engine:
         if kind is None:
             return None
         reader = source.harness.reader(rel)
-        tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(path, text=kind == "text")
+        limit = getattr(source.harness, "doc_limit", DOC_LIMIT)  # optional: `Harness`
+        tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(
+            path, text=kind == "text", max_bytes=limit
+        )
         if kind == "sqlite":
             if not isinstance(reader, TableReader):
                 return None

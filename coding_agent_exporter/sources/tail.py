@@ -406,14 +406,17 @@ class DocResult:
 _NOTHING = DocResult(False, None, None, 0)
 
 
+DOC_LIMIT = 1024 * 1024
+"""The largest whole document read unless its harness says otherwise (`doc_limit`): a larger
+one is not parsed (`too_large`)."""
+
+
 class JsonDoc:
     """A small whole-document JSON file that is rewritten in place or replaced."""
 
     __slots__ = ("_key", "_last", "_max", "_text", "file")
 
-    def __init__(
-        self, path: Path | str, *, max_bytes: int = 1024 * 1024, text: bool = False
-    ) -> None:
+    def __init__(self, path: Path | str, *, max_bytes: int = DOC_LIMIT, text: bool = False) -> None:
         self.file = os.fspath(path)
         self._text = text  # plain text, fed as `str` (undecodable bytes replaced)
         self._max = max_bytes
