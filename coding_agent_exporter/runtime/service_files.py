@@ -49,6 +49,8 @@ AGENT_VARIABLES = (
     "VIBE_HOME",
     "GROK_HOME",
     "QWEN_HOME",
+    "CLINE_DATA_DIR",  # Cline's data folder
+    "CLINE_DIR",  # … or its parent
     "KILO_DB",  # Kilo Code's database, its folder the home
     "XDG_DATA_HOME",  # OpenCode's and Kilo Code's data folder
     "XDG_STATE_HOME",  # our own state folder on Linux
