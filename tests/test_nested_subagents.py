@@ -246,3 +246,26 @@ def test_codex_child_threads_that_spawn_are_read_under_their_parent_thread() -> 
         above = by_id[call.parent.span_id]  # type: ignore[union-attr]
         if sub["parent"] != session["session_id"]:
             assert above is agents[sub["parent"]]
+
+
+CLINE = FIXTURES.parent.parent / "cline" / "3.0.65" / "subagent-nested"
+
+
+def test_cline_sub_agents_that_spawn_are_read_under_the_sub_agent_that_spawned_them() -> None:
+    """Cline 3.0.65 offers a sub-agent `spawn_agent`; the grandchild's file names only the lead
+    (`origin.parentThreadId`), so its parent is the sub-agent whose call gave its task. Facts:
+    the stub's log (which request made which call, each sub-agent's tokens)."""
+    facts = json.loads((CLINE / "expected.json").read_text())
+    (session,) = facts["sessions"]
+    by_task = {s["task"]: s for s in session["subagents"]}
+    (row,) = rows(CLINE / "home")
+    got = {s["id"]: s for s in row["subagents"]}
+    assert set(got) == {s["id"] for s in session["subagents"]}
+    nested = [s for s in session["subagents"] if s["parent_task"] is not None]
+    assert len(nested) == 1
+    for sub in session["subagents"]:
+        parent = by_task[sub["parent_task"]]["id"] if sub["parent_task"] else None
+        assert got[sub["id"]]["parent_id"] == parent, sub["id"]
+        assert got[sub["id"]]["state"] == sub["state"]
+        assert {k: got[sub["id"]]["tokens"][k] for k in sub["tokens"]} == sub["tokens"]
+    assert {k: row["tokens"][k] for k in session["tokens"]} == session["tokens"]

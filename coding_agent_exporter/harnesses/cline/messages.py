@@ -17,6 +17,9 @@ response without tool calls is the final answer"); an assistant message with
 A `spawn_agent` call starts a sub-agent; the sub-agent's own file names its lead
 (`origin.parentThreadId`) and its agent id (`origin.subagent`), and its first prompt is the
 call's `task`: that is how a call and its file are linked, in whichever order they are read.
+A sub-agent may call `spawn_agent` too (recorded: 3.0.65 offers it): the grandchild's file
+names only the lead as its parent thread, so its parent is the sub-agent whose call gave its
+task.
 """
 
 from __future__ import annotations
@@ -234,6 +237,8 @@ class MessagesReader:
         if name == SPAWN and isinstance(task, str):
             lead = self.session_id
             self.shared.calls[(lead, task)] = call_id
+            if self.subagent_id is not None:  # a sub-agent's own: its child's parent is it
+                self.shared.parents[(lead, task)] = self.subagent_id
             events.append(
                 SubagentStarted(
                     session_id=lead,
@@ -243,6 +248,7 @@ class MessagesReader:
                     subagent_type=SPAWN,
                     title=title_of(task),
                     background=False,
+                    parent_id=self.subagent_id,
                 )
             )
         return events
@@ -300,6 +306,7 @@ class MessagesReader:
                 subagent_type=SPAWN,
                 title=title_of(task),
                 background=False,
+                parent_id=self.shared.parents.get(key),
             )
         ]
 

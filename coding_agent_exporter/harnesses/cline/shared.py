@@ -35,6 +35,8 @@ class Shared:
     live: dict[str, LiveIndexRead] = field(default_factory=dict)  # as the session file says
     calls: dict[tuple[str, str], str] = field(default_factory=dict)  # (lead, task) → call
     agents: dict[tuple[str, str], str] = field(default_factory=dict)  # (lead, task) → agent
+    parents: dict[tuple[str, str], str] = field(default_factory=dict)  # … → the sub-agent
+    """(lead, task) → the sub-agent whose own `spawn_agent` call gave that task (nesting)."""
 
     def entry(self, session_id: str) -> LiveIndexRead | None:
         """The session's live entry, None when no process holds it: its session file's, with
