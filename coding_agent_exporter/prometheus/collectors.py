@@ -365,6 +365,28 @@ class ExporterCollector:
             yield waiting
 
 
+class StateErrorsCollector:
+    """`coding_agent_exporter_state_errors_total{reason}` of a serving exporter (the one-shot
+    commands log these and exit): its state folder's failures."""
+
+    REASONS = ("cache_refused", "cache_damaged", "checkpoint_write")
+
+    def __init__(self, stats: Stats, spans: Counter[str] | None = None) -> None:
+        self.stats, self.spans = stats, spans
+
+    def collect(self) -> Iterator[Metric]:
+        errors = {(reason,): self.stats.state_errors[reason] for reason in self.REASONS}
+        if self.spans is not None:
+            errors[("checkpoint_write",)] = self.spans["checkpoint_write"]
+        yield _counter(
+            "coding_agent_exporter_state_errors",
+            "Failures with the exporter's own state folder, by reason: a catch-up cache refused "
+            "(it names code the exporter may not run) or damaged, a traces checkpoint not written.",
+            ["reason"],
+            errors,
+        )
+
+
 def _counter(name: str, doc: str, labels: list[str], values: object) -> CounterMetricFamily:
     family = CounterMetricFamily(name, doc, labels=labels)
     assert isinstance(values, dict)

@@ -161,6 +161,7 @@ class Spans:
         spool = Spool(config.state_dir) if exporter is None and config.state_dir else None
         inner = exporter or otlp_exporter(environ)
         self.exporter = CountingExporter(inner, self.checkpoint, spool)
+        self.checkpoint.errors = self.exporter.counts  # its failed saves, shown with the spans'
         found = resource(environ, config.user, config.state_dir)
         self.provider = tracer_provider(environ, self.exporter, resource=found)
         since = started  # by default no history: only turns from now on

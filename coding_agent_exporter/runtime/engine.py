@@ -301,6 +301,8 @@ class Engine:
     def _load(self) -> Snapshot | None:
         """The cache's result, if there is one for these sources and nothing was read yet."""
         snapshot = self.cache.load() if self.cache is not None and not self._files else None
+        if self.cache is not None and self.cache.failure is not None:
+            self.stats.state_errors[self.cache.failure] += 1
         if snapshot is None or len(snapshot.harnesses) != len(self.sources):
             return None
         return snapshot
