@@ -276,6 +276,9 @@ def serve(config: Config) -> int:
                 app.engine.rescan(rescanned)  # WSL: Windows' writes there give no events
                 feed.publish(app.state)
                 last_wsl = time.monotonic()
+            if app.engine.retry:  # files not opened for want of descriptors: tried each turn
+                app.changed(app.engine.retried())
+                feed.publish(app.state)
             if spans is not None:
                 spans.save(now=time.time())
     finally:

@@ -16,6 +16,7 @@ processes (`pool`); what they found is folded here, in the same order as reading
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -98,6 +99,9 @@ class Engine:
         self._index = {id(source): i for i, source in enumerate(self.sources)}  # source → i
         self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
+        self.retry: set[str] = set()
+        """Files and folders that could not be opened for want of file descriptors (the process
+        or the system at its limit): handed back by `retried`, not left until they change."""
         self._pending: memoryview | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
         self.rewritten: list[str] = []
@@ -230,6 +234,12 @@ class Engine:
                     skipped += entry.tail.start_near_end(last_bytes)
             self._read(name, source)
         return skipped
+
+    def retried(self) -> list[Path]:
+        """What could not be opened for want of descriptors, to hand to `changed` again (those
+        still short come back for the next call)."""
+        again, self.retry = self.retry, set()
+        return sorted(map(Path, again))
 
     def rescan(self, roots: Collection[Path] | None = None) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches
@@ -387,6 +397,8 @@ class Engine:
         agent = source.harness.name
 
         def skipped(error: OSError) -> None:
+            if _short(error):  # the folder is walked again when a descriptor is free
+                self.retry.add(os.fspath(error.filename or top))
             if Path(error.filename or top) == top:
                 raise error  # the agent's folder itself: the reader is down
             self.stats.parse_errors[(agent, "read_error")] += 1
@@ -568,6 +580,11 @@ class Engine:
             self._forget(path, entry)
             return
         agent = entry.source.harness.name
+        if _short(error):  # no descriptor left: read again when there is one, not forgotten
+            self.retry.add(_name(path))
+            self.stats.parse_errors[(agent, "descriptors")] += 1
+            self._once(path, "descriptors", agent, f"{error}: read again once one is free")
+            return
         self.stats.parse_errors[(agent, "read_error")] += 1
         said: object = error
         if isinstance(error, OSError) and error.strerror and error.filename == _name(path):
@@ -586,6 +603,8 @@ class Engine:
             return
         if result.error is not None:
             self.stats.parse_errors[(agent, result.error)] += 1
+            if result.error == "descriptors":
+                self.retry.add(_name(path))
             self._once(path, result.error, agent, "document skipped")
             return
         self._feed(path, entry, result.data, "document")
@@ -635,6 +654,11 @@ class Engine:
             return
         self._logged.add((_name(path), reason))
         log.warning("%s: %s: %s (%s; reported once per file)", agent, path, detail, reason)
+
+
+def _short(error: Exception) -> bool:
+    """The error says no file descriptor was left (the process's or the system's limit)."""
+    return isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)
 
 
 def _name(path: Found) -> str:

@@ -47,8 +47,9 @@ STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 class Refused(Collector):
     """`coding_agent_exporter_http_refused_total{reason}`: connections the server closed
-    (`connections`: over the cap; `request_timeout`: a request not sent in time) and requests
-    it refused (`host`, `origin`, `framing`, `reserved`)."""
+    (`connections`: over the cap; `request_timeout`: a request not sent in time), pauses of
+    accepting for want of file descriptors (`descriptors`) and requests it refused (`host`,
+    `origin`, `framing`, `reserved`)."""
 
     def __init__(self, conns: Connections) -> None:
         self.conns = conns
