@@ -171,11 +171,17 @@ class Cache:
     """The cache file of one set of agent homes, `sources` as (agent, home) pairs."""
 
     def __init__(
-        self, folder: Path, sources: Sequence[tuple[str, Path]], priced_by: str | None = None
+        self,
+        folder: Path,
+        sources: Sequence[tuple[str, Path]],
+        priced_by: str | None = None,
+        read: Sequence[Path] | None = None,
     ) -> None:
         """`priced_by`: the user's pricing file, if any (its content is part of the key: the
-        state holds what the responses cost)."""
-        self.homes = [home.resolve() for _, home in sources]
+        state holds what the responses cost); `read`: the folders and files the agents' files
+        are read from (by default their homes), where the cache is never written. A home that
+        is a folder of other things (`$OPENCODE_DB` in the user's home) is not all read."""
+        self.homes = [path.resolve() for path in read or [home for _, home in sources]]
         key = "\n".join(f"{agent}\t{home}" for agent, home in sources)
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.path = folder.expanduser().resolve() / f"catch-up-{name}.cache"

@@ -345,10 +345,16 @@ class Engine:
             setattr(self.stats, name, value)
 
     def _source_of(self, path: Path) -> Source | None:
+        """The source whose home holds `path`, the deepest one when homes nest (OpenCode's
+        home is `$OPENCODE_DB`'s folder, which may be the user's home itself: `~/.pi` is
+        still pi's)."""
+        found = None
         for source in self.sources:
-            if path.is_relative_to(source.home):
-                return source
-        return None
+            if path.is_relative_to(source.home) and (
+                found is None or len(source.home.parts) > len(found.home.parts)
+            ):
+                found = source
+        return found
 
     def _scan(
         self,
