@@ -47,6 +47,8 @@ MAX_FORMATS = 8
 """Formats (content type: format, version, escaping) whose renders are shared; the Accept header
 names the version, so a client could make up any number of them."""
 STATIC = Path(__file__).with_name("static")
+API_AT_ONCE = 4
+"""`/api/` requests answered at once (each holds the state's lock a moment); more get 503."""
 PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0
 """Seconds accepting pauses when no file descriptor is left: the first pause, the longest."""
 _NO_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -106,6 +108,7 @@ class Server(ThreadingHTTPServer):
         hosts: HostPolicy | None = None,
         max_connections: int = 64,
         request_timeout: float = REQUEST_TIMEOUT,
+        api_at_once: int = API_AT_ONCE,
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
         self.ready, self.api, self.feed, self.static = ready, api, feed, static
@@ -114,6 +117,7 @@ class Server(ThreadingHTTPServer):
         self.renders: dict[str, Renders] = {}  # by content type (format, version, escaping)
         self._renders_lock = threading.Lock()
         self.web_config = web_config or WebConfig()
+        self.api_slots = threading.BoundedSemaphore(api_at_once)
         self._paused = 0.0  # seconds of the last pause of accepting (out of descriptors)
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
