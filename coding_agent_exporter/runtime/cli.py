@@ -254,6 +254,8 @@ def serve(config: Config) -> int:
             wait = 1.0 if refresh_due is None else max(0.0, refresh_due - time.monotonic())
             if rescanned:
                 wait = min(wait, max(0.0, last_wsl + config.wsl_rescan - time.monotonic()))
+            if app.engine.unfinished:  # a large file's next piece: after a look for changes
+                wait = 0.0
             changed = watcher.changed(timeout=min(1.0, wait))
             if changed:
                 app.changed(sorted(changed))
@@ -276,7 +278,7 @@ def serve(config: Config) -> int:
                 app.engine.rescan(rescanned)  # WSL: Windows' writes there give no events
                 feed.publish(app.state)
                 last_wsl = time.monotonic()
-            if app.engine.retry:  # files not opened for want of descriptors: tried each turn
+            if app.engine.retry or app.engine.unfinished:  # short of descriptors; large files
                 app.changed(app.engine.retried())
                 feed.publish(app.state)
             if spans is not None:

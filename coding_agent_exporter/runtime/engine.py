@@ -100,6 +100,11 @@ class Engine:
         self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
         self.retry: set[str] = set()
+        self.unfinished: dict[str, None] = {}
+        """Files read in part since the catch-up (a large file is read one `tail.READ_LIMIT`
+        piece per turn of the loop, `changed` reading the others in between), oldest first."""
+        self._sliced = False  # `changed` at work: a large file is left unfinished, not read whole
+        self._links: dict[str, str] = {}  # a linked file's real path → the link followed for it
         """Files and folders that could not be opened for want of file descriptors (the process
         or the system at its limit): handed back by `retried`, not left until they change."""
         self._pending: memoryview | None = None  # the cache's new content, not written yet
@@ -205,6 +210,18 @@ class Engine:
     def changed(self, paths: Iterable[Path]) -> None:
         """Handle what the watcher reported: files read again, folders scanned for new files."""
         touched: dict[int, tuple[Source, list[Path]]] = {}
+        self._sliced = True
+        try:
+            self._changed(paths, touched)
+        finally:
+            self._sliced = False
+        for source, changed in touched.values():
+            if source.held is not None:
+                self._apply(source, source.held.probe(changed))
+
+    def _changed(
+        self, paths: Iterable[Path], touched: dict[int, tuple[Source, list[Path]]]
+    ) -> None:
         for reported in paths:
             source = self._source_of(reported)
             if source is None:
@@ -217,9 +234,6 @@ class Engine:
                 for found, _ in self._walk(source, path):
                     self._read(found, source)
                     touched.setdefault(id(source), (source, []))[1].append(Path(found))
-        for source, changed in touched.values():
-            if source.held is not None:
-                self._apply(source, source.held.probe(changed))
 
     def read_files(self, names: Iterable[str], last_bytes: int | None = None) -> int:
         """Read these files of the homes once, in the catch-up's order (a session's files,
@@ -236,9 +250,11 @@ class Engine:
         return skipped
 
     def retried(self) -> list[Path]:
-        """What could not be opened for want of descriptors, to hand to `changed` again (those
-        still short come back for the next call)."""
+        """What to hand to `changed` again: files not opened for want of descriptors (those
+        still short come back), and the next piece of each file read in part."""
         again, self.retry = self.retry, set()
+        again.update(self.unfinished)
+        self.unfinished = {}
         return sorted(map(Path, again))
 
     def rescan(self, roots: Collection[Path] | None = None) -> None:
@@ -498,7 +514,7 @@ class Engine:
         """Follow the file at `path` (`rel` below the home, if the walk that found it knew)."""
         rel = rel or _rel(path, source)
         kind = self._kind(path, source, rel)
-        if kind is None:
+        if kind is None or self._aliased(path, source):
             return None
         reader = source.harness.reader(rel)
         limit = getattr(source.harness, "doc_limit", DOC_LIMIT)  # optional: `Harness`
@@ -516,6 +532,21 @@ class Engine:
         self.stats.files[source.harness.name] += 1
         return entry
 
+    def _aliased(self, path: str, source: Source) -> bool:
+        """`path` is a second way to a file already followed (a link to it, or the file a
+        followed link leads to): not read again, each record would count twice. A link costs a
+        look at where it leads; a plain file one look at the links met so far."""
+        if path in self._links:
+            return self._links[path] != path
+        if not os.path.islink(path):
+            return False
+        real = os.path.realpath(path)
+        first = self._links.setdefault(real, path)
+        if first == path and real not in self._files:
+            return False
+        self._once(path, "aliased", source.harness.name, f"a link to {real}, read once as {first}")
+        return True
+
     def _read_lines(self, path: Found, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
         decode, more = pool.decoder(entry.source.harness, self.content), True
         while more:  # a large file comes in pieces (`tail.READ_LIMIT`)
@@ -528,6 +559,9 @@ class Engine:
             if self._lines_read(path, entry, result, Fed()):  # a piece is folded at once
                 self._fold(path, entry, feed_lines(entry.reader, result.lines, decode))
             more = result.more and result.error is None
+            if more and self._sliced:  # the rest on the loop's next turn, after other files
+                self.unfinished[_name(path)] = None
+                return
 
     def _adopt(self, path: Found, source: Source, taken: pool.Read) -> None:
         """A file a worker read: its follower and reader join the others, what it said is
@@ -650,6 +684,9 @@ class Engine:
                 self.state.apply(agent, event)
 
     def _forget(self, path: Found, entry: _File) -> None:
+        for real, name in list(self._links.items()):  # another link may be followed now
+            if name == _name(path):
+                del self._links[real]
         if self._files.pop(_name(path), None) is not None:
             self.stats.files[entry.source.harness.name] -= 1
         if entry.source.held is not None:  # nothing of a gone file is kept
