@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -100,13 +101,13 @@ class Engine:
         self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
         self.retry: set[str] = set()
+        """Files and folders that could not be opened for want of file descriptors (the process
+        or the system at its limit): handed back by `retried`, not left until they change."""
         self.unfinished: dict[str, None] = {}
         """Files read in part since the catch-up (a large file is read one `tail.READ_LIMIT`
         piece per turn of the loop, `changed` reading the others in between), oldest first."""
         self._sliced = False  # `changed` at work: a large file is left unfinished, not read whole
         self._links: dict[str, str] = {}  # a linked file's real path → the link followed for it
-        """Files and folders that could not be opened for want of file descriptors (the process
-        or the system at its limit): handed back by `retried`, not left until they change."""
         self._pending: memoryview | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
         self.rewritten: list[str] = []
@@ -199,10 +200,11 @@ class Engine:
             path = _name(name)
             rel = self._walked.get(path) or _rel(path, source)
             kind = self._kind(path, source, rel)
-            if kind in ("jsonl", "zstd"):
+            size = _size(path)  # a link: read here, where it is known for one (`_aliased`)
+            if kind in ("jsonl", "zstd") and size is not None:
                 job = Job(position, source.harness, rel, Path(path), kind == "zstd", content)
                 jobs.append(job)
-                sizes.append(_size(job.path))
+                sizes.append(size)
         if sum(sizes) < self.min_bytes:
             return nullcontext()
         return Ahead(pool.batches(jobs, sizes), self.workers, steal=self.steal)
@@ -567,6 +569,9 @@ class Engine:
         """A file a worker read: its follower and reader join the others, what it said is
         folded here, in its turn."""
         key = _key(taken.tail)
+        if self._links.get(key, key) != key:  # the file a link read before leads to
+            self._once(path, "aliased", source.harness.name, f"read once as {self._links[key]}")
+            return
         entry = self._files[key] = _File(source, key, taken.reader, taken.tail)
         self.stats.files[source.harness.name] += 1
         self._lines_read(path, entry, taken.result, taken.fed)
@@ -752,11 +757,13 @@ def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:
     return str(tail.path) if isinstance(tail, SqliteTail) else tail.file
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int | None:
+    """The file's size; None for a link (one `lstat` either way)."""
     try:
-        return path.stat().st_size
+        found = os.lstat(path)
     except OSError:
         return 0  # the worker meets the error, the main process reports it
+    return None if stat.S_ISLNK(found.st_mode) else found.st_size
 
 
 _NOT_CACHED = frozenset({"lock", "observer", "find", "touched"})
