@@ -175,7 +175,8 @@ def pushed(
     url: str, home: Path, appends: int, new: str = "bench0000-0000-4000-8000-000000000000"
 ) -> None:
     """Write-to-event latency: a journal copied under a new session id, then lines appended."""
-    source = max(home.glob("projects/*/*.jsonl"), key=lambda p: p.stat().st_size)
+    journals = [p for p in home.glob("projects/*/*.jsonl") if not p.name.startswith("bench")]
+    source = max(journals, key=lambda p: p.stat().st_size)
     lines = source.read_text().splitlines()
     old = json.loads(lines[0]).get("sessionId") or source.stem
     copy = source.with_name(f"{new}.jsonl")
