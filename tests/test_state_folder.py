@@ -249,3 +249,39 @@ def test_a_checkpoint_that_cannot_be_written_is_said_once_per_error_and_counted(
         checkpoint.save(301.0)
     said = [r for r in caplog.records if "traces checkpoint" in r.getMessage()]
     assert len(said) == 2 and checkpoint.errors["checkpoint_write"] == 6
+
+
+WINDOWS_HOLD = """
+import fcntl, os, sys, types
+from pathlib import Path
+fake = types.ModuleType("msvcrt")  # msvcrt.locking's byte-range lock, made of a POSIX one
+fake.LK_NBLCK = 2
+def locking(fd, mode, nbytes):
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, nbytes, os.lseek(fd, 0, os.SEEK_CUR))
+fake.locking = locking
+sys.modules["msvcrt"] = fake
+sys.platform = "win32"
+from coding_agent_exporter.sources import statedir
+try:
+    held = statedir.hold(Path(sys.argv[1]))
+except statedir.Held as error:
+    print("held by", error.pid, flush=True)
+    sys.exit(2)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+@POSIX
+def test_windows_lock_names_the_holder_too(tmp_path: Path) -> None:
+    """The Windows branch (`msvcrt.locking`, a byte past the pid locked), run here with a
+    byte-range lock in its place: the second process reads the first one's pid."""
+    script = [sys.executable, "-c", WINDOWS_HOLD, str(tmp_path / "state")]
+    first = subprocess.Popen(script, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert first.stdout is not None and first.stdout.readline() == b"holding\n"
+        second = subprocess.run(script, capture_output=True, timeout=60)
+        assert second.returncode == 2
+        assert second.stdout.decode() == f"held by {first.pid}\n"
+    finally:
+        first.communicate(b"", timeout=60)

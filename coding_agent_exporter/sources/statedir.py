@@ -30,6 +30,9 @@ LOCK = "exporter.lock"
 TMP = ".tmp"
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
+_LOCKED_AT = 4096
+"""The byte `msvcrt.locking` locks on Windows (beyond the pid written at the start: a locked
+byte cannot be read by another process)."""
 
 
 class Held(Exception):
@@ -70,8 +73,8 @@ def _lock(lock: IO[bytes]) -> None:
     if sys.platform == "win32":
         import msvcrt
 
-        lock.seek(0)
-        msvcrt.locking(lock.fileno(), msvcrt.LK_NBLCK, 1)  # the first byte, never waiting
+        lock.seek(_LOCKED_AT)  # a byte past the pid: the pid stays readable by the next one
+        msvcrt.locking(lock.fileno(), msvcrt.LK_NBLCK, 1)  # never waiting
     else:
         import fcntl
 
@@ -79,18 +82,13 @@ def _lock(lock: IO[bytes]) -> None:
 
 
 def _pid(lock: IO[bytes]) -> int | None:
-    """The pid the holder wrote (Windows locks the first byte against reading too: the rest
-    of the line is read past it)."""
+    """The pid the holder wrote, if it could be read."""
     try:
         lock.seek(0)
         text = lock.read(32)
     except OSError:
-        try:
-            lock.seek(1)
-            text = b"?" + lock.read(31)
-        except OSError:
-            return None
-    digits = text.split(b"\n")[0].strip().lstrip(b"?")
+        return None
+    digits = text.split(b"\n")[0].strip()
     return int(digits) if digits.isdigit() else None
 
 
