@@ -59,7 +59,12 @@ def test_a_second_exporter_on_the_same_state_folder_exits_2_naming_the_first(
     try:
         wait_for("first ready", lambda: get(url + "/-/ready")[0] == 200)
         second, _ = serve(state, INTERACTIVE)
-        assert second.wait(timeout=60) == 2
+        try:
+            assert second.wait(timeout=60) == 2
+        finally:  # one that ran on (the bug) is stopped, never left behind
+            if second.poll() is None:
+                second.kill()
+                second.wait()
         said = second.log.read_text()  # type: ignore[attr-defined]
         assert f"pid {first.pid}" in said and str(state) in said, said
         assert (state / statedir.LOCK).read_text().strip() == str(first.pid)
