@@ -10,7 +10,10 @@ state folder of its own, so the first start reads every file), waits for `/-/rea
 - times `GET /api/sessions/<agent>/<id>/turns` for the session read from the most files: the
   first answer replays its files (`runtime.replay`), the next is kept;
 - appends a copy of a record to a copy of one journal `--appends` times and times each from the
-  write to the stream's event carrying that session's row (`/api/events`).
+  write to the stream's event carrying that session's row (`/api/events`);
+- with `--clients N`, again under load: N clients ask `/api/sessions?history=1` back to back
+  (issue 34: readers starved by API load) while `/metrics` is scraped `--requests` times and
+  the appends are timed again; how many API requests were answered and how many refused (503).
 Prints one line per measure. No timing is asserted: the numbers go to bench/RESULTS.md.
 """
 
@@ -26,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from functools import partial
 from pathlib import Path
@@ -60,6 +64,7 @@ def main() -> None:
     parser.add_argument("--history", type=Path, default=Path("/tmp/cae-many-small"))
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--appends", type=int, default=10)
+    parser.add_argument("--clients", type=int, default=0, help="API clients hammering, then")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cae-api-") as work:
         home = Path(work) / "claude"
@@ -115,15 +120,65 @@ def measure(url: str, home: Path, args: argparse.Namespace) -> None:
         f" {doc['total']} turns, {spans} spans): first {cold:.0f} ms (replay"
         f" {doc['replayed_ms']:.0f} ms), kept {median:.1f} ms"
     )
+    scrape_median, scrape_p99, _ = timed_raw(f"{url}/metrics", n)
+    print(f"/metrics: median {scrape_median:.1f} ms, p99 {scrape_p99:.1f} ms")
     pushed(url, home, args.appends)
+    if args.clients:
+        under_load(url, home, args)
 
 
-def pushed(url: str, home: Path, appends: int) -> None:
+def timed_raw(url: str, n: int) -> tuple[float, float, None]:
+    took = []
+    for _ in range(n):
+        started = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=120) as response:
+            response.read()
+        took.append((time.perf_counter() - started) * 1000)
+    took.sort()
+    return statistics.median(took), took[min(len(took) - 1, int(len(took) * 0.99))], None
+
+
+def under_load(url: str, home: Path, args: argparse.Namespace) -> None:
+    """The scrape and the append-to-event again while `--clients` clients hammer the API."""
+    stop, answers, lock = threading.Event(), {200: 0, 503: 0}, threading.Lock()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(f"{url}/api/sessions?history=1", timeout=120) as r:
+                    r.read()
+                    status = r.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            with lock:
+                answers[status] = answers.get(status, 0) + 1
+
+    clients = [threading.Thread(target=hammer, daemon=True) for _ in range(args.clients)]
+    for client in clients:
+        client.start()
+    time.sleep(2.0)  # the clients are at it (a bench, not a test)
+    started = time.monotonic()
+    median, p99, _ = timed_raw(f"{url}/metrics", args.requests)
+    print(f"under {args.clients} API clients: /metrics median {median:.1f} ms, p99 {p99:.1f} ms")
+    pushed(url, home, args.appends, "bench0000-0000-4000-8000-000000000001")
+    stop.set()
+    for client in clients:
+        client.join(120)
+    took = time.monotonic() - started
+    print(
+        f"under {args.clients} API clients: {answers[200]} API answers, {answers[503]} refused "
+        f"(503) in {took:.1f} s"
+    )
+
+
+def pushed(
+    url: str, home: Path, appends: int, new: str = "bench0000-0000-4000-8000-000000000000"
+) -> None:
     """Write-to-event latency: a journal copied under a new session id, then lines appended."""
-    source = max(home.glob("projects/*/*.jsonl"), key=lambda p: p.stat().st_size)
+    journals = [p for p in home.glob("projects/*/*.jsonl") if not p.name.startswith("bench")]
+    source = max(journals, key=lambda p: p.stat().st_size)
     lines = source.read_text().splitlines()
     old = json.loads(lines[0]).get("sessionId") or source.stem
-    new = "bench0000-0000-4000-8000-000000000000"
     copy = source.with_name(f"{new}.jsonl")
     body = [line.replace(old, new) for line in lines]
     copy.write_text("\n".join(body[:1]) + "\n")

@@ -17,8 +17,8 @@ ALLOWED = {
     "harnesses": {"events", "sources"},
     "state": {"events"},
     "prometheus": {"events", "state"},
-    "traces": {"events", "state"},
-    "otlp": {"traces"},  # the registry's families, sent like spans (`traces.sdk`'s TLS)
+    "traces": {"events", "state", "sources"},  # `sources.statedir`: the state folder's files
+    "otlp": {"traces", "sources"},  # the registry's families, sent like spans (`traces.sdk`'s TLS)
     "web": {"events", "state", "prometheus"},
 }
 """Stage → the stages it may import (besides itself and the package's `__version__`); `runtime`

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,8 @@ from typing import Literal
 
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
+
+from ..sources import statedir
 
 log = logging.getLogger(__name__)
 Labels = tuple[tuple[str, str], ...]
@@ -155,11 +156,8 @@ class Delta:
         if self.path is None:
             return
         data = {"at": at, "sent": {k: _plain(v) for k, v in values.items()}}
-        tmp = self.path.with_suffix(".tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, self.path)
+            statedir.write(self.path, json.dumps(data))
         except OSError as error:
             log.warning("cannot write OTLP delta state %s: %s", self.path, error)
 

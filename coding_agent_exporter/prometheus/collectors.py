@@ -22,6 +22,7 @@ Exporter health: coding_agent_exporter_{build_info,files_watched,bytes_read_tota
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +41,7 @@ from .. import __version__
 from ..state.health import Stats
 from ..state.labels import STATES, ProjectLabel
 from ..state.liveness import Probe
-from ..state.state import RECENT_SESSIONS, State
+from ..state.state import MAX_LABEL_VALUES, RECENT_SESSIONS, State
 from ..state.totals import Histogram, Totals
 from .spend import Limit, families, shown
 
@@ -61,6 +62,7 @@ class StateCollector:
     ) -> None:
         self.state, self.agents, self.project = state, list(agents), project
         self.clock, self.probe, self.limit = clock, probe, limit
+        self.projects = BoundedProjects(project)  # the history counters' project label
 
     def collect(self) -> Iterator[Metric]:
         """The state's lock is held only to decide liveness and copy what the scrape shows
@@ -76,7 +78,7 @@ class StateCollector:
         yield from self._live(live)
         yield self._recent(recent)
         yield from self._totals(totals)
-        yield from families(spend, self.project, now, self.limit)
+        yield from families(spend, self.projects, now, self.limit)
 
     def _live_rows(self) -> list[_LiveRow]:
         """Under the lock: what the live series show of each live session, in series order."""
@@ -242,8 +244,32 @@ class StateCollector:
         """Render the cwd at position `at` as a project; two cwds may share one project."""
         out: Counter[tuple[str, ...]] = Counter()
         for key, value in tally.items():
-            out[(*key[:at], self.project(key[at]), *key[at + 1 :])] += value
+            out[(*key[:at], self.projects(key[at]), *key[at + 1 :])] += value
         return out
+
+
+class BoundedProjects:
+    """The `project` label of the history counters (tokens, messages, turns, sessions, cost),
+    bounded as the other labels are (`state.MAX_LABEL_VALUES`): the first projects met keep
+    their own value for the life of the process; once that many are kept, any other is
+    `other`. A project never moves between its own value and `other`, so a counter never
+    jumps. (20,000 folders gave 120,000 series; the live sessions' own series are bounded by
+    the sessions shown, `--sessions.window-limit`, and keep their project.)"""
+
+    def __init__(self, project: Callable[[str | None], str], limit: int = MAX_LABEL_VALUES) -> None:
+        self.project, self.limit = project, limit
+        self._kept: set[str] = set()
+        self._lock = threading.Lock()  # a scrape and an OTLP push may collect at once
+
+    def __call__(self, cwd: str | None) -> str:
+        value = self.project(cwd)
+        if value in self._kept:
+            return value
+        with self._lock:
+            if len(self._kept) >= self.limit:
+                return "other"
+            self._kept.add(value)
+        return value
 
 
 class _LiveRow(NamedTuple):
@@ -363,6 +389,28 @@ class ExporterCollector:
             )
             waiting.add_metric([], self.spans["waiting"])
             yield waiting
+
+
+class StateErrorsCollector:
+    """`coding_agent_exporter_state_errors_total{reason}` of a serving exporter (the one-shot
+    commands log these and exit): its state folder's failures."""
+
+    REASONS = ("cache_refused", "cache_damaged", "checkpoint_write")
+
+    def __init__(self, stats: Stats, spans: Counter[str] | None = None) -> None:
+        self.stats, self.spans = stats, spans
+
+    def collect(self) -> Iterator[Metric]:
+        errors = {(reason,): self.stats.state_errors[reason] for reason in self.REASONS}
+        if self.spans is not None:
+            errors[("checkpoint_write",)] = self.spans["checkpoint_write"]
+        yield _counter(
+            "coding_agent_exporter_state_errors",
+            "Failures with the exporter's own state folder, by reason: a catch-up cache refused "
+            "(it names code the exporter may not run) or damaged, a traces checkpoint not written.",
+            ["reason"],
+            errors,
+        )
 
 
 def _counter(name: str, doc: str, labels: list[str], values: object) -> CounterMetricFamily:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,6 +16,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from ..harnesses import HARNESSES, Probes, make
 from ..prometheus.collectors import ExporterCollector, StateCollector
+from ..sources.places import user_home
 from ..sources.processes import process_start
 from ..sources.terminals import omp_terminal
 from ..state.health import Stats
@@ -56,7 +58,7 @@ class App:
         store = None  # no catch-up cache under traces: spans need the turns seen as they are read
         if cache and spans is None and config.state_dir is not None:
             homes = [(s.harness.name, s.home) for s in sources]
-            store = Cache(config.state_dir, homes, priced_by=config.pricing)
+            store = Cache(config.state_dir, homes, priced_by=config.pricing, read=_read(sources))
         self.engine = Engine(sources, self.state, self.stats, store)
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -139,6 +141,20 @@ class App:
             self.state.refresh(self.clock(), self.probe)
 
 
+def _read(sources: list[Source]) -> list[Path]:
+    """The agents' folders, where the cache is never written: each home, but of a home that is
+    the user's own (`$OPENCODE_DB=~/opencode.db` makes it OpenCode's) only what is read there;
+    else the default state folder, under the user's home, could never hold the cache."""
+    mine = user_home(os.environ).resolve()
+    found = []
+    for source in sources:
+        if source.home.resolve() == mine:
+            found += [source.home / d for d in source.harness.watch_dirs]
+        else:
+            found.append(source.home)
+    return found
+
+
 class Spans:
     """The SDK pipeline and the writer that feeds it, when traces are on."""
 
@@ -161,6 +177,7 @@ class Spans:
         spool = Spool(config.state_dir) if exporter is None and config.state_dir else None
         inner = exporter or otlp_exporter(environ)
         self.exporter = CountingExporter(inner, self.checkpoint, spool)
+        self.checkpoint.errors = self.exporter.counts  # its failed saves, shown with the spans'
         found = resource(environ, config.user, config.state_dir)
         self.provider = tracer_provider(environ, self.exporter, resource=found)
         since = started  # by default no history: only turns from now on

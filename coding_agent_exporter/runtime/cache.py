@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import io
 import logging
 import os
@@ -48,6 +49,7 @@ from typing import Any
 import zstandard
 
 from ..events import Usage
+from ..sources import statedir
 from ..state.session import ZERO, Session
 from .dormant import Sleepers
 
@@ -169,16 +171,23 @@ class Cache:
     """The cache file of one set of agent homes, `sources` as (agent, home) pairs."""
 
     def __init__(
-        self, folder: Path, sources: Sequence[tuple[str, Path]], priced_by: str | None = None
+        self,
+        folder: Path,
+        sources: Sequence[tuple[str, Path]],
+        priced_by: str | None = None,
+        read: Sequence[Path] | None = None,
     ) -> None:
         """`priced_by`: the user's pricing file, if any (its content is part of the key: the
-        state holds what the responses cost)."""
-        self.homes = [home.resolve() for _, home in sources]
+        state holds what the responses cost); `read`: the folders and files the agents' files
+        are read from (by default their homes), where the cache is never written. A home that
+        is a folder of other things (`$OPENCODE_DB` in the user's home) is not all read."""
+        self.homes = [path.resolve() for path in read or [home for _, home in sources]]
         key = "\n".join(f"{agent}\t{home}" for agent, home in sources)
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.path = folder.expanduser().resolve() / f"catch-up-{name}.cache"
         pricing = _file_digest(Path(priced_by)) if priced_by else "-"
         self.header = f"{code_digest()}\n{pricing}\n{key}\n".encode()
+        self.failure: str | None = None  # why the last `load` found no usable cache, if it failed
 
     def load(self) -> Snapshot | None:
         """The snapshot written by this very code for these homes, or None."""
@@ -197,8 +206,13 @@ class Cache:
         try:
             body = zstandard.ZstdDecompressor().stream_reader(memoryview(data)[len(head) :])
             dormant = Sleepers.read(body)
-            snapshot = _rebuilt(pickle.load(body), dormant)
+            snapshot = _rebuilt(_Unpickler(body).load(), dormant)
+        except Refused as error:  # crafted, or written by a foreign program: never run
+            self.failure = "cache_refused"
+            log.warning("catch-up cache %s refused (%s): reading all files", self.path, error)
+            return None
         except Exception as error:  # any damage: start from the files
+            self.failure = "cache_damaged"
             log.warning("catch-up cache %s damaged (%r): reading all files", self.path, error)
             return None
         return snapshot
@@ -224,16 +238,81 @@ class Cache:
         if inside is not None:
             log.warning("catch-up cache not written: %s lies in agent folder %s", self.path, inside)
             return False
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(body)
-            os.replace(tmp, self.path)
+            statedir.write(self.path, body)
         except OSError as error:
             log.warning("catch-up cache %s not written: %s", self.path, error)
-            tmp.unlink(missing_ok=True)
             return False
         return True
+
+
+class Refused(pickle.UnpicklingError):
+    """The cache names something that is not the exporter's own data."""
+
+
+_READ_MODULES = ("coding_agent_exporter.harnesses.", "coding_agent_exporter.state.")
+"""Packages whose classes (and module-level functions: a harness's parsers) a cache may name."""
+_READ_NAMES = {
+    "coding_agent_exporter.events": None,
+    "coding_agent_exporter.sources.tail": None,
+    "coding_agent_exporter.sources.sqlite_tail": None,
+    "coding_agent_exporter.sources.terminals": {"omp_terminal"},
+    "coding_agent_exporter.runtime.cache": {"Snapshot", "_Run"},
+    "builtins": {
+        "float",
+        "int",
+        "str",
+        "bytes",
+        "bool",
+        "set",
+        "frozenset",
+        "dict",
+        "list",
+        "tuple",
+        "complex",
+        "getattr",
+    },
+    "collections": {"Counter", "OrderedDict", "defaultdict", "deque"},
+    "pathlib": {"Path", "PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"},
+}
+"""Other modules, and the names of each a cache may use (None: its classes and functions)."""
+
+
+class _Unpickler(pickle.Unpickler):
+    """Loads only what the exporter itself writes: its own classes, the harnesses' functions
+    they refer to, and the plain types of `builtins`, `collections` and `pathlib`; anything
+    else (`os.system`, `subprocess.Popen`, `builtins.eval`, ...) raises `Refused` before it
+    is looked up. `getattr` is the bound method of a harness (`Grok.mark_child`), checked."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if "." in name or name.startswith("__"):
+            raise Refused(f"{module}.{name}")
+        allowed = _READ_NAMES.get(module, ...)
+        if allowed is ... and not module.startswith(_READ_MODULES):
+            raise Refused(f"{module}.{name}")
+        if allowed is not None and allowed is not ... and name not in allowed:
+            raise Refused(f"{module}.{name}")
+        if (module, name) == ("builtins", "getattr"):
+            return _method
+        found = super().find_class(module, name)
+        if (
+            module.startswith("coding_agent_exporter.")
+            and getattr(found, "__module__", "") != module
+        ):
+            raise Refused(f"{module}.{name}: imported there, not its own")
+        if not isinstance(found, type) and not callable(found):
+            raise Refused(f"{module}.{name}")
+        return found
+
+
+def _method(obj: object, name: str) -> Any:
+    """`getattr` as a cache may use it: a public method of one of the exporter's objects."""
+    if name.startswith("_") or not type(obj).__module__.startswith("coding_agent_exporter."):
+        raise Refused(f"getattr({type(obj).__name__}, {name!r})")
+    found = getattr(obj, name)
+    if not inspect.ismethod(found):
+        raise Refused(f"getattr({type(obj).__name__}, {name!r}): not a method")
+    return found
 
 
 class _Pickler(pickle.Pickler):

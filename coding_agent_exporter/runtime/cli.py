@@ -12,13 +12,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
 from prometheus_client import generate_latest
 
-from ..sources import mounts, platform
+from ..prometheus.collectors import StateErrorsCollector
+from ..sources import mounts, platform, statedir
 from ..sources.processes import CachedProbe, process_start
 from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
@@ -54,10 +55,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.command == "traces":
         return _traces(config)
     if config.command == "push":
-        return push(config)
+        return _holding(config, push)
     if config.command == "service":
         return _service(config)
-    return serve(config)
+    return _holding(config, serve)
+
+
+def _holding(config: Config, command: Callable[[Config], int]) -> int:
+    """Run a command that writes the state folder while holding it (`statedir`): exit 2,
+    naming the other process, when another exporter holds it; temporary files a killed
+    exporter left are removed first."""
+    folder = config.state_dir
+    if folder is None:
+        return command(config)
+    try:
+        lock = statedir.hold(folder)
+    except statedir.Held as held:
+        log.error(
+            "state folder %s is in use by another exporter (pid %s): stop it, or give this one "
+            "its own folder with --state.dir",
+            held.folder,
+            held.pid if held.pid is not None else "unknown",
+        )
+        return 2
+    except OSError as error:  # a read-only or full disk: the exporter runs, as it always did
+        log.warning(
+            "state folder %s cannot be locked (%s): not checked for another exporter", folder, error
+        )
+        return command(config)
+    with lock:
+        for stale in statedir.clean(folder):
+            log.info("removed %s, left by an exporter that was stopped while writing it", stale)
+        return command(config)
 
 
 def _notify(config: Config) -> int:
@@ -134,6 +163,8 @@ def serve(config: Config) -> int:
     except ValueError as error:
         log.error("metrics: %s", error)
         return 2
+    counts = spans.exporter.counts if spans is not None else None
+    app.registry.register(StateErrorsCollector(app.stats, counts))
     ready, stop = threading.Event(), threading.Event()
 
     console = api.Api(
@@ -223,6 +254,8 @@ def serve(config: Config) -> int:
             wait = 1.0 if refresh_due is None else max(0.0, refresh_due - time.monotonic())
             if rescanned:
                 wait = min(wait, max(0.0, last_wsl + config.wsl_rescan - time.monotonic()))
+            if app.engine.unfinished:  # a large file's next piece: after a look for changes
+                wait = 0.0
             changed = watcher.changed(timeout=min(1.0, wait))
             if changed:
                 app.changed(sorted(changed))
@@ -245,6 +278,9 @@ def serve(config: Config) -> int:
                 app.engine.rescan(rescanned)  # WSL: Windows' writes there give no events
                 feed.publish(app.state)
                 last_wsl = time.monotonic()
+            if app.engine.retry or app.engine.unfinished:  # short of descriptors; large files
+                app.changed(app.engine.retried())
+                feed.publish(app.state)
             if spans is not None:
                 spans.save(now=time.time())
     finally:

@@ -16,8 +16,10 @@ processes (`pool`); what they found is folded here, in the same order as reading
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -98,6 +100,14 @@ class Engine:
         self._index = {id(source): i for i, source in enumerate(self.sources)}  # source → i
         self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
         self._logged: set[tuple[str, str]] = set()
+        self.retry: set[str] = set()
+        """Files and folders that could not be opened for want of file descriptors (the process
+        or the system at its limit): handed back by `retried`, not left until they change."""
+        self.unfinished: dict[str, None] = {}
+        """Files read in part since the catch-up (a large file is read one `tail.READ_LIMIT`
+        piece per turn of the loop, `changed` reading the others in between), oldest first."""
+        self._sliced = False  # `changed` at work: a large file is left unfinished, not read whole
+        self._links: dict[str, str] = {}  # a linked file's real path → the link followed for it
         self._pending: memoryview | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
         self.rewritten: list[str] = []
@@ -190,10 +200,11 @@ class Engine:
             path = _name(name)
             rel = self._walked.get(path) or _rel(path, source)
             kind = self._kind(path, source, rel)
-            if kind in ("jsonl", "zstd"):
+            size = _size(path)  # a link: read here, where it is known for one (`_aliased`)
+            if kind in ("jsonl", "zstd") and size is not None:
                 job = Job(position, source.harness, rel, Path(path), kind == "zstd", content)
                 jobs.append(job)
-                sizes.append(_size(job.path))
+                sizes.append(size)
         if sum(sizes) < self.min_bytes:
             return nullcontext()
         return Ahead(pool.batches(jobs, sizes), self.workers, steal=self.steal)
@@ -201,6 +212,18 @@ class Engine:
     def changed(self, paths: Iterable[Path]) -> None:
         """Handle what the watcher reported: files read again, folders scanned for new files."""
         touched: dict[int, tuple[Source, list[Path]]] = {}
+        self._sliced = True
+        try:
+            self._changed(paths, touched)
+        finally:
+            self._sliced = False
+        for source, changed in touched.values():
+            if source.held is not None:
+                self._apply(source, source.held.probe(changed))
+
+    def _changed(
+        self, paths: Iterable[Path], touched: dict[int, tuple[Source, list[Path]]]
+    ) -> None:
         for reported in paths:
             source = self._source_of(reported)
             if source is None:
@@ -213,9 +236,6 @@ class Engine:
                 for found, _ in self._walk(source, path):
                     self._read(found, source)
                     touched.setdefault(id(source), (source, []))[1].append(Path(found))
-        for source, changed in touched.values():
-            if source.held is not None:
-                self._apply(source, source.held.probe(changed))
 
     def read_files(self, names: Iterable[str], last_bytes: int | None = None) -> int:
         """Read these files of the homes once, in the catch-up's order (a session's files,
@@ -230,6 +250,14 @@ class Engine:
                     skipped += entry.tail.start_near_end(last_bytes)
             self._read(name, source)
         return skipped
+
+    def retried(self) -> list[Path]:
+        """What to hand to `changed` again: files not opened for want of descriptors (those
+        still short come back), and the next piece of each file read in part."""
+        again, self.retry = self.retry, set()
+        again.update(self.unfinished)
+        self.unfinished = {}
+        return sorted(map(Path, again))
 
     def rescan(self, roots: Collection[Path] | None = None) -> None:
         """Look at every file again, for when file events cannot be had (no inotify watches
@@ -301,6 +329,8 @@ class Engine:
     def _load(self) -> Snapshot | None:
         """The cache's result, if there is one for these sources and nothing was read yet."""
         snapshot = self.cache.load() if self.cache is not None and not self._files else None
+        if self.cache is not None and self.cache.failure is not None:
+            self.stats.state_errors[self.cache.failure] += 1
         if snapshot is None or len(snapshot.harnesses) != len(self.sources):
             return None
         return snapshot
@@ -333,10 +363,16 @@ class Engine:
             setattr(self.stats, name, value)
 
     def _source_of(self, path: Path) -> Source | None:
+        """The source whose home holds `path`, the deepest one when homes nest (OpenCode's
+        home is `$OPENCODE_DB`'s folder, which may be the user's home itself: `~/.pi` is
+        still pi's)."""
+        found = None
         for source in self.sources:
-            if path.is_relative_to(source.home):
-                return source
-        return None
+            if path.is_relative_to(source.home) and (
+                found is None or len(source.home.parts) > len(found.home.parts)
+            ):
+                found = source
+        return found
 
     def _scan(
         self,
@@ -385,6 +421,8 @@ class Engine:
         agent = source.harness.name
 
         def skipped(error: OSError) -> None:
+            if _short(error):  # the folder is walked again when a descriptor is free
+                self.retry.add(os.fspath(error.filename or top))
             if Path(error.filename or top) == top:
                 raise error  # the agent's folder itself: the reader is down
             self.stats.parse_errors[(agent, "read_error")] += 1
@@ -478,7 +516,7 @@ class Engine:
         """Follow the file at `path` (`rel` below the home, if the walk that found it knew)."""
         rel = rel or _rel(path, source)
         kind = self._kind(path, source, rel)
-        if kind is None:
+        if kind is None or self._aliased(path, source):
             return None
         reader = source.harness.reader(rel)
         limit = getattr(source.harness, "doc_limit", DOC_LIMIT)  # optional: `Harness`
@@ -496,6 +534,21 @@ class Engine:
         self.stats.files[source.harness.name] += 1
         return entry
 
+    def _aliased(self, path: str, source: Source) -> bool:
+        """`path` is a second way to a file already followed (a link to it, or the file a
+        followed link leads to): not read again, each record would count twice. A link costs a
+        look at where it leads; a plain file one look at the links met so far."""
+        if path in self._links:
+            return self._links[path] != path
+        if not os.path.islink(path):
+            return False
+        real = os.path.realpath(path)
+        first = self._links.setdefault(real, path)
+        if first == path and real not in self._files:
+            return False
+        self._once(path, "aliased", source.harness.name, f"a link to {real}, read once as {first}")
+        return True
+
     def _read_lines(self, path: Found, entry: _File, tail: JsonlTail | ZstdJsonl) -> None:
         decode, more = pool.decoder(entry.source.harness, self.content), True
         while more:  # a large file comes in pieces (`tail.READ_LIMIT`)
@@ -508,11 +561,17 @@ class Engine:
             if self._lines_read(path, entry, result, Fed()):  # a piece is folded at once
                 self._fold(path, entry, feed_lines(entry.reader, result.lines, decode))
             more = result.more and result.error is None
+            if more and self._sliced:  # the rest on the loop's next turn, after other files
+                self.unfinished[_name(path)] = None
+                return
 
     def _adopt(self, path: Found, source: Source, taken: pool.Read) -> None:
         """A file a worker read: its follower and reader join the others, what it said is
         folded here, in its turn."""
         key = _key(taken.tail)
+        if self._links.get(key, key) != key:  # the file a link read before leads to
+            self._once(path, "aliased", source.harness.name, f"read once as {self._links[key]}")
+            return
         entry = self._files[key] = _File(source, key, taken.reader, taken.tail)
         self.stats.files[source.harness.name] += 1
         self._lines_read(path, entry, taken.result, taken.fed)
@@ -566,6 +625,11 @@ class Engine:
             self._forget(path, entry)
             return
         agent = entry.source.harness.name
+        if _short(error):  # no descriptor left: read again when there is one, not forgotten
+            self.retry.add(_name(path))
+            self.stats.parse_errors[(agent, "descriptors")] += 1
+            self._once(path, "descriptors", agent, f"{error}: read again once one is free")
+            return
         self.stats.parse_errors[(agent, "read_error")] += 1
         said: object = error
         if isinstance(error, OSError) and error.strerror and error.filename == _name(path):
@@ -584,6 +648,8 @@ class Engine:
             return
         if result.error is not None:
             self.stats.parse_errors[(agent, result.error)] += 1
+            if result.error == "descriptors":
+                self.retry.add(_name(path))
             self._once(path, result.error, agent, "document skipped")
             return
         self._feed(path, entry, result.data, "document")
@@ -623,6 +689,9 @@ class Engine:
                 self.state.apply(agent, event)
 
     def _forget(self, path: Found, entry: _File) -> None:
+        for real, name in list(self._links.items()):  # another link may be followed now
+            if name == _name(path):
+                del self._links[real]
         if self._files.pop(_name(path), None) is not None:
             self.stats.files[entry.source.harness.name] -= 1
         if entry.source.held is not None:  # nothing of a gone file is kept
@@ -633,6 +702,11 @@ class Engine:
             return
         self._logged.add((_name(path), reason))
         log.warning("%s: %s: %s (%s; reported once per file)", agent, path, detail, reason)
+
+
+def _short(error: Exception) -> bool:
+    """The error says no file descriptor was left (the process's or the system's limit)."""
+    return isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)
 
 
 def _name(path: Found) -> str:
@@ -683,11 +757,13 @@ def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:
     return str(tail.path) if isinstance(tail, SqliteTail) else tail.file
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int | None:
+    """The file's size; None for a link (one `lstat` either way)."""
     try:
-        return path.stat().st_size
+        found = os.lstat(path)
     except OSError:
         return 0  # the worker meets the error, the main process reports it
+    return None if stat.S_ISLNK(found.st_mode) else found.st_size
 
 
 _NOT_CACHED = frozenset({"lock", "observer", "find", "touched"})

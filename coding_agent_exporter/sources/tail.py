@@ -399,7 +399,8 @@ class DocResult:
     data: object | None
     """Parsed JSON; None when missing or invalid."""
     error: str | None
-    """"missing", "permission", "too_large", "invalid_json" or "io"; None when ok."""
+    """"missing", "permission", "too_large", "invalid_json", "descriptors" or "io"; None when
+    ok."""
     bytes_read: int
 
 
@@ -478,4 +479,6 @@ def _error_code(exc: OSError) -> str:
         return "missing"
     if isinstance(exc, PermissionError):
         return "permission"
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return "descriptors"  # no descriptor left: the caller reads it again later
     return "io"

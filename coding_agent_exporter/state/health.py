@@ -22,6 +22,9 @@ class Stats:
     up: dict[str, bool] = field(default_factory=dict)
     rescanning: bool = False  # file events cannot be had: the loop rescans instead
     rescanned: Counter[str] = field(default_factory=Counter)  # agent → folders rescanned (WSL)
+    state_errors: Counter[str] = field(default_factory=Counter)
+    """Failures with the exporter's own state folder, by reason (`cache_refused`: a catch-up
+    cache that names code it may not run; `cache_damaged`: one that cannot be read back)."""
 
     def went_on(self, again: Stats) -> None:
         """Counters after every file was read again into `again`: bytes and records read add

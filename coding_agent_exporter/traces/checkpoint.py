@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..sources import statedir
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -41,6 +43,8 @@ class Checkpoint:
         self.since: float | None = None  # when tracing began
         self.saved_at: float | None = None
         self.dirty = False
+        self.errors: Counter[str] = Counter()  # "checkpoint_write": saves that failed
+        self._said: str | None = None  # the last failure logged: a new one is logged again
         self._lock = threading.RLock()  # the reading loop and the export thread share it
         self._load()
 
@@ -106,12 +110,23 @@ class Checkpoint:
             since = None if self.since is None else max(self.since, now - KEEP)
             data: dict[str, object] = {"saved_at": now, "since": since, "sent": self.sent}
             data["open"] = {k: sorted(v) for k, v in self.open.items() if k not in self.sent}
-            tmp = self.path.with_suffix(".tmp")
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(json.dumps(data))
-                os.replace(tmp, self.path)
+                statedir.write(self.path, json.dumps(data))
             except OSError as error:
-                log.warning("cannot write traces checkpoint %s: %s", self.path, error)
+                self._failed(error)
                 return
-            self.saved_at, self.dirty = now, False
+            self.saved_at, self.dirty, self._said = now, False, None
+
+    def _failed(self, error: OSError) -> None:
+        """A save that failed: counted each time, logged once per distinct error (a full disk
+        would otherwise repeat it at every save, `CHECKPOINT_EVERY`), again after a success."""
+        self.errors["checkpoint_write"] += 1
+        said = f"{type(error).__name__}: {error.strerror or error}"
+        if said != self._said:
+            self._said = said
+            log.warning(
+                "cannot write traces checkpoint %s: %s (said once until it changes or a save "
+                "succeeds)",
+                self.path,
+                error,
+            )

@@ -30,6 +30,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
+from ..sources import statedir
+
 log = logging.getLogger(__name__)
 FOLDER = "traces-spool"
 MAX_BATCHES = 2_000
@@ -56,11 +58,8 @@ class Spool:
         with self._lock:
             path = self.folder / f"{self._next:016d}.json"
             self._next += 1
-        tmp = path.with_suffix(".tmp")
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(_batch(spans), separators=(",", ":")))
-            os.replace(tmp, path)
+            statedir.write(path, json.dumps(_batch(spans), separators=(",", ":")))
         except OSError as error:
             log.warning("traces spool %s not written (%s): spans sent without a copy", path, error)
             return None

@@ -21,7 +21,7 @@ from .conns import REQUEST_TIMEOUT, Connections
 from .live import Feed
 
 if TYPE_CHECKING:
-    from .server import Server
+    from .server import Api, Server
 
 STATIC_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -47,8 +47,9 @@ STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 class Refused(Collector):
     """`coding_agent_exporter_http_refused_total{reason}`: connections the server closed
-    (`connections`: over the cap; `request_timeout`: a request not sent in time) and requests
-    it refused (`host`, `origin`, `framing`, `reserved`)."""
+    (`connections`: over the cap; `request_timeout`: a request not sent in time), pauses of
+    accepting for want of file descriptors (`descriptors`) and requests it refused (`host`,
+    `origin`, `framing`, `reserved`, `api_busy`: more API requests at once than it makes)."""
 
     def __init__(self, conns: Connections) -> None:
         self.conns = conns
@@ -139,8 +140,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/events" and self.server.feed is not None:
             self._stream(self.server.feed)
         elif path.startswith("/api/") and self.server.api is not None:
-            status, doc = self.server.api(path, parse_qs(query))
-            self._send(status, "application/json", json.dumps(doc).encode())
+            self._api(self.server.api, path, query)
         elif path == self.server.telemetry_path:
             self._send(200, *self.server.exposition(self.headers.get("Accept", "")))
         elif path == "/" or path.startswith("/static/"):
@@ -154,6 +154,22 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(503, "text/plain; charset=utf-8", b"Catching up on history.\n")
         else:
             self._send(404, "text/plain; charset=utf-8", b"Not found.\n")
+
+    def _api(self, api: Api, path: str, query: str) -> None:
+        """An API answer, if fewer than `API_AT_ONCE` are being made: past that, 503 with
+        `Retry-After` at once (counted, `api_busy`), never a queue behind the state's lock that
+        the reading loop and the scrapes would wait in too."""
+        slots = self.server.api_slots
+        if not slots.acquire(blocking=False):
+            self.server.conns.refused["api_busy"] += 1
+            body = b'{"error": "busy: too many API requests at once; try again"}'
+            self._send(503, "application/json", body, (("Retry-After", "1"),))
+            return
+        try:
+            status, doc = api(path, parse_qs(query))
+        finally:
+            slots.release()
+        self._send(status, "application/json", json.dumps(doc).encode())
 
     def do_HEAD(self) -> None:
         self.do_GET()

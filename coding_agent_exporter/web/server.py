@@ -18,11 +18,13 @@ the families that changed since the last one (`exposition.FamilyRenders`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -45,6 +47,11 @@ MAX_FORMATS = 8
 """Formats (content type: format, version, escaping) whose renders are shared; the Accept header
 names the version, so a client could make up any number of them."""
 STATIC = Path(__file__).with_name("static")
+API_AT_ONCE = 4
+"""`/api/` requests answered at once (each holds the state's lock a moment); more get 503."""
+PAUSE_FIRST, PAUSE_MAX = 0.1, 1.0
+"""Seconds accepting pauses when no file descriptor is left: the first pause, the longest."""
+_NO_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class Renders:
@@ -101,6 +108,7 @@ class Server(ThreadingHTTPServer):
         hosts: HostPolicy | None = None,
         max_connections: int = 64,
         request_timeout: float = REQUEST_TIMEOUT,
+        api_at_once: int = API_AT_ONCE,
     ) -> None:
         self.registry, self.telemetry_path = registry, telemetry_path
         self.ready, self.api, self.feed, self.static = ready, api, feed, static
@@ -109,6 +117,8 @@ class Server(ThreadingHTTPServer):
         self.renders: dict[str, Renders] = {}  # by content type (format, version, escaping)
         self._renders_lock = threading.Lock()
         self.web_config = web_config or WebConfig()
+        self.api_slots = threading.BoundedSemaphore(api_at_once)
+        self._paused = 0.0  # seconds of the last pause of accepting (out of descriptors)
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
@@ -138,6 +148,32 @@ class Server(ThreadingHTTPServer):
         if isinstance(error, ConnectionError | TimeoutError | ssl.SSLError):
             return
         log.error("request from %s failed", client_address[0], exc_info=error)
+
+    def get_request(self) -> tuple[Any, Any]:
+        """Accept a connection. With no file descriptor left (EMFILE, ENFILE: the process or
+        the system at its limit), the connection stays queued and the listening socket stays
+        readable: accepting again at once would spin a core. Accepting pauses instead, for
+        `PAUSE_FIRST` seconds doubling to `PAUSE_MAX` while it lasts; each pause is counted
+        (`descriptors`) and the first of a run logged."""
+        try:
+            found = super().get_request()
+        except OSError as error:
+            if error.errno not in _NO_DESCRIPTORS:
+                raise
+            self.conns.refused["descriptors"] += 1
+            if not self._paused:
+                log.warning(
+                    "no file descriptor left to accept a connection (%s): accepting paused "
+                    "until one is free (raise the limit: ulimit -n)",
+                    error.strerror,
+                )
+            self._paused = min(PAUSE_MAX, max(PAUSE_FIRST, 2 * self._paused))
+            time.sleep(self._paused)  # only while out of descriptors: never in steady state
+            raise
+        if self._paused:
+            log.info("accepting connections again")
+            self._paused = 0.0
+        return found
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.conns.take(request):  # every slot taken: closed at once, never queued

@@ -30,11 +30,12 @@ def session_rows(
 ) -> list[dict[str, Any]]:
     """One dict per session (live ones only unless `history`), waiting-for-you first; with
     `internal`, the agents' own automatic reviews too."""
+    listed = _listed(state, project, history)
     rows = []
     with state.lock:
         if history and internal:
             rows += [_review(agent, r, state, project) for agent, r in state.reviews]
-        rows += [_row_of(state, item[5], project) for item in _listed(state, project, history)]
+        rows += [_row_of(state, item[5], project) for item in listed]
     rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
     for row in rows:
         del row["_updated"]
@@ -66,21 +67,23 @@ def session_page(
 ) -> Page:
     """Sessions as `session_rows` lists them, those `wanted` (facet → values, empty: any) with
     `text` in their title or id (any case), a page of them; only the page's rows are made, so
-    a page of 10,000 sessions costs what sorting them does."""
+    a page of 10,000 sessions costs what sorting them does. The state's lock is held to copy
+    the sessions' index and to make the page's rows, not to filter, count or sort: the reading
+    loop and a scrape never wait for a page of 150,000 sessions to be sorted."""
     text = text.casefold()
+    listed = _listed(state, project, history)
+    facets: dict[str, Counter[str]] = {
+        name: Counter(str(item[i]) for item in listed) for i, name in enumerate(FACETS)
+    }
+    checks = [(i, wanted[name]) for i, name in enumerate(FACETS) if wanted.get(name)]
+    matched = [
+        item
+        for item in listed
+        if all(item[i] in values for i, values in checks)
+        and (not text or text in f"{item[5].title or ''}\n{item[5].session_id}".casefold())
+    ]
+    matched.sort(key=lambda item: (_ORDER[item[2]], -item[3]))
     with state.lock:
-        listed = _listed(state, project, history)
-        facets: dict[str, Counter[str]] = {
-            name: Counter(str(item[i]) for item in listed) for i, name in enumerate(FACETS)
-        }
-        checks = [(i, wanted[name]) for i, name in enumerate(FACETS) if wanted.get(name)]
-        matched = [
-            item
-            for item in listed
-            if all(item[i] in values for i, values in checks)
-            and (not text or text in f"{item[5].title or ''}\n{item[5].session_id}".casefold())
-        ]
-        matched.sort(key=lambda item: (_ORDER[item[2]], -item[3]))
         rows = [_row_of(state, item[5], project) for item in matched[offset : offset + limit]]
     for row in rows:
         del row["_updated"]
@@ -93,14 +96,21 @@ _Listed = tuple[str, str, str, float, tuple[str, str], Session]
 
 
 def _listed(state: State, project: ProjectLabel, history: bool) -> list[_Listed]:
-    """Under the state's lock: the sessions a list holds, without their rows."""
+    """The sessions a list holds, without their rows. Under the state's lock only the index
+    of the sessions is copied (a list of references, made in C) and the live ones' states
+    decided (a few); each session's fields are read after it is let go (a field read is
+    whole, if a moment old: the page's rows are made under the lock again)."""
+    with state.lock:
+        sessions = list(state.sessions.items()) if history else []
+        live = {key: (entry, state.status(key, entry)[0]) for key, entry in state.live.items()}
+        if not history:
+            sessions = [(key, s) for key in live if (s := state.sessions.get(key)) is not None]
     projects: dict[str | None, str] = {}
     listed = []
-    for key, session in state.sessions.items():
-        entry = state.live.get(key)
+    for key, session in sessions:
+        entry, status = live.get(key, (None, "ended"))
         if entry is None and (not history or not session.counted):
             continue  # not live; or only named in a title index, never read itself
-        status = "ended" if entry is None else state.status(key, entry)[0]
         cwd = session.cwd or (entry.cwd if entry else None)
         label = projects.get(cwd)
         if label is None:
