@@ -331,3 +331,37 @@ def test_refusals_are_counted_in_a_metric(make: Callable[..., tuple[Server, int]
     body = get(port, "/metrics", Host="127.0.0.1").decode()
     assert 'coding_agent_exporter_http_refused_total{reason="host"} 1.0' in body
     assert server.conns.refused["host"] == 1
+
+
+# ---- the same attacks against a real `serve` ----------------------------------------------
+
+
+def test_a_real_serve_refuses_a_rebound_host_a_smuggled_request_and_http_0_9(
+    tmp_path: Path,
+) -> None:
+    """`coding-agent-exporter serve` in its own process over a recorded session: a page at a
+    rebound name reads nothing of the API or the console, a body on a GET is refused with
+    nothing behind it served, HTTP/0.9 gets a status line; a scrape from any host is served and
+    every refusal is counted on /metrics."""
+    from .backends import run_exporter
+    from .conftest import FIXTURES
+
+    home = FIXTURES / "claude-code" / "2.1.332" / "print-answer" / "home"
+    with run_exporter(home, tmp_path, "--web.max-connections", "8") as url:
+        port = int(url.rsplit(":", 1)[1])
+        rebound = get(port, "/api/sessions", Host=f"evil.example:{port}")
+        assert rebound.startswith(b"HTTP/1.1 403") and b"SCENARIO" not in rebound
+        assert get(port, "/", Host=f"evil.example:{port}").startswith(b"HTTP/1.1 403")
+        assert get(port, "/api/sessions", Host=f"127.0.0.1:{port}").startswith(b"HTTP/1.1 200")
+        smuggled = exchange(
+            port,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 44\r\n\r\n"
+            b"GET /api/sessions HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        assert smuggled.startswith(b"HTTP/1.1 400") and smuggled.count(b"HTTP/1.") == 1
+        assert exchange(port, b"GET /metrics\r\n").startswith(b"HTTP/1.1 400")
+        body = get(port, "/metrics", Host="devbox.example:10464").decode()
+        for reason, count in (("host", 2), ("framing", 2)):
+            assert (
+                f'coding_agent_exporter_http_refused_total{{reason="{reason}"}} {count}.0' in body
+            )
