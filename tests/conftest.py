@@ -38,6 +38,7 @@ AGENT_HOMES = (
     "QWEN_HOME",
     "GROK_HOME",
     "KILO_DB",
+    "KIMI_SHARE_DIR",
     "VIBE_HOME",
 )
 
@@ -85,6 +86,7 @@ FIXTURE_HOMES = {
     "gemini-cli": ".gemini",
     "grok": ".grok",
     "kilo-code": ".local/share/kilo",  # its data folder
+    "kimi": ".kimi",
     "oh-my-pi": ".",
     "opencode": ".local/share/opencode",  # its data folder
     "pi": "agent",  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)

@@ -21,6 +21,7 @@ from .copilot import Copilot
 from .gemini_cli import GeminiCli
 from .grok import Grok
 from .kilo import KiloCode
+from .kimi import Kimi
 from .opencode import OpenCode
 from .pi import OhMyPi, Pi
 from .qwen import QwenCode
@@ -35,6 +36,7 @@ HARNESSES: dict[str, type[Harness]] = {
     OpenCode.name: OpenCode,
     Grok.name: Grok,
     KiloCode.name: KiloCode,
+    Kimi.name: Kimi,
     Pi.name: Pi,
     OhMyPi.name: OhMyPi,
     QwenCode.name: QwenCode,
