@@ -220,10 +220,12 @@ class WireReader:
 
     def sub_started(self, at: float, agent_id: str, payload: Mapping[str, Any]) -> SubagentStarted:
         call_id = nonempty(payload.get("parent_tool_call_id"))
-        arguments = self.agent_calls.get(call_id or "", {})
+        arguments = self.agent_calls.get(call_id or "")
         if call_id is not None:
             self.sub_of_call[call_id] = agent_id
-        background = arguments.get("run_in_background")
+        # the call's `run_in_background` (false when left out); unknown without the call
+        background = None if arguments is None else arguments.get("run_in_background") is True
+        arguments = arguments or {}
         return SubagentStarted(
             session_id=self.session_id,
             at=at,
@@ -231,7 +233,7 @@ class WireReader:
             subagent_id=agent_id,
             subagent_type=nonempty(payload.get("subagent_type")),
             title=nonempty(arguments.get("description")),
-            background=background if isinstance(background, bool) else None,
+            background=background,
         )
 
     # -- shared by both ------------------------------------------------------------------------
