@@ -222,3 +222,34 @@ def test_copy_while_a_command_runs_shows_the_open_call_not_a_live_session() -> N
     assert not any(isinstance(e, TurnEnded) for e in events)
     got = row("live-shell", "home-live")
     assert got["live"] is False
+
+
+def test_tui_rejected_call_and_esc_end_their_turns_interrupted() -> None:
+    """`[3] Reject`: the result's brief is "Rejected by user" and Kimi ends the turn; Esc while
+    the answer streams: the text so far and `TurnEnd`, no response (its usage never came)."""
+    want = facts("tui-approval")["sessions"][0]
+    events = wire_events("tui-approval")
+    outcomes = [e.outcome for e in events if isinstance(e, ToolCallEnded)]
+    assert outcomes.count("rejected") == want["tool_calls"]["rejected"] == 1
+    assert outcomes.count("ok") == want["tool_calls"]["ok"] == 1
+    turns = [e.outcome for e in events if isinstance(e, TurnEnded)]
+    assert turns == ["completed", "interrupted", "interrupted"]
+    assert turns.count("interrupted") == want["turns"]["interrupted"]
+    got = row("tui-approval")
+    assert (got["kind"], got["messages"]) == ("interactive", want["messages"])
+
+
+def test_tui_copies_show_the_waiting_call_but_not_the_question() -> None:
+    """While the approval question showed (`home-live/`), the wire held the call without a
+    result and the turn open (Kimi writes no approval record): read as work in progress, the
+    same as a running command. After the answer (`home-idle/`) the turn is closed."""
+    copies = facts("tui-approval")["live_copies"]
+    assert copies["home-live"]["state"] == "needs_user"
+    waiting = wire_events("tui-approval", "home-live")
+    started = {e.call_id for e in waiting if isinstance(e, ToolCallStarted)}
+    ended = {e.call_id for e in waiting if isinstance(e, ToolCallEnded)}
+    assert sorted(started - ended) == copies["home-live"]["tool_calls_open"]
+    assert not any(isinstance(e, TurnEnded) for e in waiting)
+    idle = wire_events("tui-approval", "home-idle")
+    assert [e.outcome for e in idle if isinstance(e, TurnEnded)] == ["completed"]
+    assert copies["home-idle"]["turn_open"] is False

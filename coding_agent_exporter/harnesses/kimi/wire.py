@@ -80,6 +80,8 @@ class WireReader:
         self.seen = False
         self.titled = False
         self.turn_open = False
+        self.answered = False  # the lead's current step got its response
+        self.refused = False  # a call of the lead's last step was rejected by the user
         self.lead = Steps()
         self.subs: dict[str, Steps] = {}
         self.agent_calls: dict[str, dict[str, Any]] = {}  # Agent call id -> its arguments
@@ -110,7 +112,7 @@ class WireReader:
     # -- the lead ------------------------------------------------------------------------------
     def turn_begin(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
         prompt = prompt_of(payload)
-        self.turn_open = True
+        self.turn_open, self.answered, self.refused = True, False, False
         self.lead.begin(at)
         events: list[Event] = [
             TurnStarted(session_id=self.session_id, at=at, record_id=repr(at), prompt=prompt)
@@ -122,10 +124,15 @@ class WireReader:
         return events
 
     def turn_end(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
+        """Completed, unless its last step got no response (Esc while it streamed: Kimi writes
+        the text so far and `TurnEnd`, no `StepInterrupted`) or the user rejected a call of it
+        (Kimi then asks the model nothing more): interrupted."""
         if not self.turn_open:
             return []  # already ended by its `StepInterrupted`
         self.turn_open = False
-        return [TurnEnded(session_id=self.session_id, at=at, outcome="completed")]
+        done = self.answered and not self.refused
+        outcome: TurnOutcome = "completed" if done else "interrupted"
+        return [TurnEnded(session_id=self.session_id, at=at, outcome=outcome)]
 
     def interrupted(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
         """The step got no answer: after failed attempts the last one failed too (the turn
@@ -139,13 +146,16 @@ class WireReader:
 
     def step_begin(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
         self.lead.begin(at)
+        self.answered = self.refused = False
         return []
 
     def step_retry(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
         return self.failed(at, self.lead, payload, None)
 
     def status(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        return self.responded(at, payload, self.lead, None)
+        events = self.responded(at, payload, self.lead, None)
+        self.answered = self.answered or bool(events)
+        return events
 
     def tool_call(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
         call = call_of(payload)
@@ -161,6 +171,7 @@ class WireReader:
         if result is None:
             return []
         call_id, outcome, output = result
+        self.refused = self.refused or outcome == "rejected"
         events: list[Event] = [
             ToolCallEnded(
                 session_id=self.session_id, at=at, call_id=call_id, outcome=outcome, result=output
