@@ -52,6 +52,7 @@ AGENT_VARIABLES = (
     "CLINE_DATA_DIR",  # Cline's data folder
     "CLINE_DIR",  # … or its parent
     "KILO_DB",  # Kilo Code's database, its folder the home
+    "KIMI_SHARE_DIR",  # Kimi CLI's share folder
     "XDG_DATA_HOME",  # OpenCode's and Kilo Code's data folder
     "XDG_STATE_HOME",  # our own state folder on Linux
 )
