@@ -82,6 +82,7 @@ def test_layout_and_files_never_opened() -> None:
     assert kimi.match(PurePosixPath(f"{session}/wire.jsonl")) == "jsonl"
     assert kimi.match(PurePosixPath("kimi.json")) == "doc"
     assert kimi.match(PurePosixPath("telemetry/failed_7aa885a5a430.jsonl")) == "jsonl"
+    assert kimi.match(PurePosixPath(f"{session}/subagents/a514ff773/wire.jsonl")) == "jsonl"
     for never in (
         "config.toml",  # the providers' API keys
         "device_id",
@@ -90,8 +91,9 @@ def test_layout_and_files_never_opened() -> None:
         "mcp-oauth/server.json",
         f"{session}/context.jsonl",  # `_usage` there is the context's size
         f"{session}/state.json",
-        f"{session}/subagents/a514ff773/wire.jsonl",  # repeats the lead's SubagentEvents
         f"{session}/subagents/a514ff773/meta.json",
+        f"{session}/subagents/a514ff773/context.jsonl",
+        f"{session}/notifications/nc47eae77/event.json",
         f"{session}/tasks/t1/output.log",
     ):
         assert kimi.match(PurePosixPath(never)) is None, never
@@ -144,10 +146,26 @@ def test_tool_outcomes_from_the_results() -> None:
         assert row(scenario)["tool_calls"] == {"total": want["total"], "error": want["error"]}
 
 
+def home_events(scenario: str) -> list[Event]:
+    """Every wire of the home (the lead's, then its sub-agents'), in the catch-up's order."""
+    home = kimi_home(scenario)
+    names = sorted(
+        (p.relative_to(home).as_posix() for p in home.glob("sessions/**/wire.jsonl")),
+        key=lambda name: (name.count("/"), name),
+    )
+    return feed_files(Kimi(), home, names)
+
+
 def test_subagent_under_its_agent_call() -> None:
+    """The lead's wire links the sub-agent to its call (`SubagentEvent`, then the call's
+    result); its responses and calls are counted from its own wire only (the lead's
+    `SubagentEvent`s repeat them)."""
     (want,) = facts("subagent")["sessions"][0]["subagents"]
-    events = wire_events("subagent")
-    (started,) = [e for e in events if isinstance(e, SubagentStarted)]
+    lead = wire_events("subagent")
+    assert not any(isinstance(e, ModelResponded) and e.subagent_id for e in lead)
+    events = home_events("subagent")
+    (started, own_file) = [e for e in events if isinstance(e, SubagentStarted)]
+    assert own_file.subagent_id == want["id"] and own_file.call_id is None
     assert (started.call_id, started.subagent_id) == (want["call_id"], want["id"])
     assert (started.subagent_type, started.title, started.background) == (
         "coder",
@@ -253,3 +271,28 @@ def test_tui_copies_show_the_waiting_call_but_not_the_question() -> None:
     idle = wire_events("tui-approval", "home-idle")
     assert [e.outcome for e in idle if isinstance(e, TurnEnded)] == ["completed"]
     assert copies["home-idle"]["turn_open"] is False
+
+
+def test_background_subagent_from_its_own_wire_ended_by_the_notification() -> None:
+    """`run_in_background`: the lead's wire holds only the call, its result (`task_id`,
+    `agent_id`) and, when the task ends, a `Notification`; the sub-agent's work is only in its
+    own wire. The turn Kimi starts by itself to hand the result over (`<system-reminder>`) is
+    not a turn of the user's; its response is the session's."""
+    facts_ = facts("subagent-background")
+    (want,) = facts_["sessions"][0]["subagents"]
+    events = home_events("subagent-background")
+    started = [e for e in events if isinstance(e, SubagentStarted) and e.call_id]
+    assert [(e.call_id, e.subagent_id, e.background) for e in started] == [
+        (want["call_id"], want["id"], True)
+    ]
+    (ended,) = [e for e in events if isinstance(e, SubagentEnded)]
+    assert (ended.subagent_id, ended.outcome) == (want["id"], "completed")
+    notified = max(e.at for e in events if isinstance(e, ModelResponded) and e.subagent_id)
+    assert ended.at > notified  # at the Notification, not at the call's result
+    assert [e.outcome for e in events if isinstance(e, TurnEnded)] == ["completed"]
+    got = row("subagent-background")
+    assert got["turns"] == {"completed": 1, "interrupted": 0, "failed": 0}
+    assert got["messages"] == facts_["home"]["messages"]
+    (sub,) = got["subagents"]
+    assert (sub["state"], sub["background"], sub["messages"]) == ("completed", True, 3)
+    assert sub["tokens"] == want["tokens"]

@@ -4,10 +4,12 @@ system its share folder is `Path.home() / ".kimi"`, `kimi_cli/share.py`).
 Written against the files Kimi CLI 1.51.0 writes (`fixtures/kimi/1.51.0/`, recorded from the
 real program). Files read; everything else under the home is left alone (`config.toml` holds
 the providers' API keys, `credentials/`, `mcp-oauth/`, `device_id`, `logs/`, each session's
-`context.jsonl`, `state.json`, `tasks/` and `subagents/`):
+`context.jsonl`, `state.json`, `notifications/`, `tasks/` and its sub-agents' `context.jsonl`,
+`meta.json`, `prompt.txt`, `output`):
 
-- `sessions/<md5 of the work dir>/<session id>/wire.jsonl`: the session, its sub-agents'
-  events included (`wire`).
+- `sessions/<md5 of the work dir>/<session id>/wire.jsonl`: the session (`wire`).
+- `sessions/<md5>/<session id>/subagents/<agent id>/wire.jsonl`: a sub-agent's own events
+  (`subagents`).
 - `kimi.json`: `work_dirs` `[{path, kaos, last_session_id}]`: the work dir of each sessions
   folder (its name is the md5 of `path`, prefixed `<kaos>_` for a remote one).
 - `telemetry/failed_*.jsonl`: the telemetry events Kimi CLI could not send (offline, or its
@@ -26,6 +28,7 @@ from typing import ClassVar
 from ...events import Event, Kind, SessionSeen
 from ..base import Defaults, FileKind, FileReader
 from ..fields import home, nonempty, timestamp
+from .subagents import SubagentWireReader
 from .wire import WireReader
 
 WORK_DIRS = "kimi.json"
@@ -102,16 +105,20 @@ class Kimi(Defaults):
             return "doc"
         if len(parts) == 2 and parts[0] == "telemetry" and parts[1].startswith("failed_"):
             return "jsonl" if rel.suffix == ".jsonl" else None
-        if len(parts) == 4 and parts[0] == "sessions" and parts[3] == "wire.jsonl":
+        if parts[:1] != ("sessions",) or rel.name != "wire.jsonl":
+            return None
+        if len(parts) == 4 or (len(parts) == 6 and parts[3] == "subagents"):
             return "jsonl"
         return None
 
     def read_with(self, rel: PurePosixPath) -> tuple[str, ...]:
         """The files read with a session's wire when its turns are replayed: the work dirs and
-        the telemetry (its model), both read before it (shallower paths come first)."""
-        if rel.parts[:1] != ("sessions",):
+        the telemetry (its model), both read before it (shallower paths come first), and its
+        sub-agents' wires."""
+        parts = rel.parts
+        if len(parts) != 4 or parts[0] != "sessions":
             return ()
-        return (WORK_DIRS, "telemetry/failed_*.jsonl")
+        return (WORK_DIRS, "telemetry/failed_*.jsonl", f"{rel.parent}/subagents/*/wire.jsonl")
 
     def reader(self, rel: PurePosixPath) -> FileReader:
         parts = rel.parts
@@ -119,6 +126,8 @@ class Kimi(Defaults):
             return WorkDirsReader(self.shared)
         if parts[0] == "telemetry":
             return TelemetryReader(self.shared)
+        if len(parts) == 6:
+            return SubagentWireReader(parts[2], parts[4], self.shared)
         return WireReader(parts[2], parts[1], self.shared)
 
 

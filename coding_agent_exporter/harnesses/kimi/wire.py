@@ -1,72 +1,48 @@
 """A session's `wire.jsonl`: Kimi CLI's own log of everything its UI was sent (Kimi CLI 1.51.0,
-`fixtures/kimi/`), the lead's and, wrapped in `SubagentEvent`s, its sub-agents'.
+`fixtures/kimi/`): the lead's prompts, requests, responses and tool calls.
 
 Records: `{"type": "metadata", "protocol_version": …}` first, then `{"timestamp", "message":
-{"type", "payload"}}` with `TurnBegin` (a prompt), `StepBegin {n}` (a model request),
+{"type", "payload"}}` with `TurnBegin` (a prompt; `<system-reminder>…` when Kimi wakes the
+lead itself, e.g. after a background task ended), `StepBegin {n}` (a model request),
 `StepRetry` (that request failed and is tried again: `error_type`, `status_code`),
 `StepInterrupted` (the step ended without an answer: the last attempt failed, or the user
 cancelled), `StatusUpdate` (a response's usage, by `message_id`), `ContentPart`, `ToolCall`,
-`ToolResult`, `ApprovalRequest` / `ApprovalResponse`, `TurnEnd` (may be missing after an
-interruption), and `SubagentEvent {parent_tool_call_id, agent_id, subagent_type, event}`.
+`ToolResult`, `Notification` (a background task ended), `TurnEnd` (may be missing after an
+interruption), and `SubagentEvent {parent_tool_call_id, agent_id, subagent_type, event}`: a
+foreground sub-agent's events, repeated here from its own wire (`subagents.py`, which is what
+counts them): only the link to its `Agent` call is read here.
 
 Tokens: each response once, from its `StatusUpdate`. `context.jsonl` is not read: its
-`_usage` lines are the context's size (`token_count`), not a response's usage, and the
-sub-agent's own `subagents/<id>/wire.jsonl` repeats the `SubagentEvent`s of this file.
+`_usage` lines are the context's size (`token_count`), not a response's usage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from ...events import (
     Event,
-    ModelFailed,
-    ModelResponded,
     SubagentEnded,
+    SubagentOutcome,
     SubagentStarted,
     TitleSet,
-    ToolCallEnded,
-    ToolCallStarted,
     TurnEnded,
     TurnOutcome,
     TurnStarted,
 )
 from ..fields import nonempty, timestamp, title_of
-from .messages import call_of, prompt_of, response_of, result_of
+from .messages import call_of, prompt_of
+from .steps import Steps, feed_step
 
 AGENT_TOOL = "Agent"
-LEAD = {
-    "TurnBegin": "turn_begin",
-    "TurnEnd": "turn_end",
-    "StepBegin": "step_begin",
-    "StepRetry": "step_retry",
-    "StepInterrupted": "interrupted",
-    "StatusUpdate": "status",
-    "ToolCall": "tool_call",
-    "ToolResult": "tool_result",
-}
-"""The lead's message types read, and the method that reads each."""
-Handler = Callable[[float, Mapping[str, Any]], list[Event]]
-
-
-class Steps:
-    """One agent's model requests (the lead's or a sub-agent's): when the pending one went out
-    and whether it failed since (a `StepRetry` with no response after it)."""
-
-    def __init__(self) -> None:
-        self.requested_at: float | None = None
-        self.failed: str | None = None  # the error of the last failed attempt
-
-    def begin(self, at: float) -> None:
-        self.requested_at, self.failed = at, None
-
-    def retry(self, at: float, payload: Mapping[str, Any]) -> str:
-        """A failed attempt (another follows at `at`): its error text."""
-        said = (payload.get("error_type"), payload.get("status_code"))
-        error = " ".join(str(v) for v in said if v)
-        self.failed = error or "error"
-        return self.failed
+WAKE_UP = "<system-reminder>"
+"""How a turn Kimi starts by itself begins (not a prompt: no turn of the user's)."""
+FIELD = re.compile(r"^(agent_id|task_id|actual_subagent_type): (\S+)$", re.MULTILINE)
+"""The lines of an `Agent` call's result that name what it started."""
+TASK_ENDS: dict[str, SubagentOutcome] = {"completed": "completed", "killed": "cancelled"}
+"""A background task's final status → the sub-agent's outcome (others: failed)."""
 
 
 class WireReader:
@@ -82,10 +58,10 @@ class WireReader:
         self.turn_open = False
         self.answered = False  # the lead's current step got its response
         self.refused = False  # a call of the lead's last step was rejected by the user
-        self.lead = Steps()
-        self.subs: dict[str, Steps] = {}
+        self.lead = Steps(session_id, None, shared)
         self.agent_calls: dict[str, dict[str, Any]] = {}  # Agent call id -> its arguments
-        self.sub_of_call: dict[str, str] = {}
+        self.linked: set[str] = set()  # sub-agents whose call is known
+        self.tasks: dict[str, tuple[str, str | None]] = {}  # task id -> (call id, agent id)
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
@@ -100,20 +76,38 @@ class WireReader:
             events.append(self.shared.seen(self.session_id, self.folder, at))
         payload = message.get("payload")
         payload = payload if isinstance(payload, dict) else {}
-        kind = message.get("type")
-        if kind == "SubagentEvent":
-            return events + self.subagent(at, payload)
-        method = LEAD.get(str(kind))
-        if method is None:
-            return events
-        handle: Handler = getattr(self, method)
-        return events + handle(at, payload)
+        return events + self.message(at, message.get("type"), payload)
 
-    # -- the lead ------------------------------------------------------------------------------
+    def message(self, at: float, kind: object, payload: Mapping[str, Any]) -> list[Event]:
+        if kind == "TurnBegin":
+            return self.turn_begin(at, payload)
+        if kind == "TurnEnd":
+            return self.turn_end(at)
+        if kind == "SubagentEvent":
+            return self.subagent(at, payload)
+        if kind == "Notification":
+            return self.notification(at, payload)
+        events = feed_step(self.lead, at, kind, payload)
+        if kind == "StepBegin":
+            self.answered = self.refused = False
+        elif kind == "StatusUpdate":
+            self.answered = self.answered or bool(events)
+        elif kind == "StepInterrupted":
+            events += self.interrupted(at, failed=bool(events))
+        elif kind == "ToolCall":
+            self.remember_agent_call(payload)
+        elif kind == "ToolResult":
+            events += self.result(at, payload, events)
+        return events
+
+    # -- turns ---------------------------------------------------------------------------------
     def turn_begin(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        prompt = prompt_of(payload)
-        self.turn_open, self.answered, self.refused = True, False, False
         self.lead.begin(at)
+        self.answered = self.refused = False
+        prompt = prompt_of(payload)
+        if prompt is not None and prompt.startswith(WAKE_UP):
+            return []  # Kimi woke the lead itself: its work is the session's, not a turn
+        self.turn_open = True
         events: list[Event] = [
             TurnStarted(session_id=self.session_id, at=at, record_id=repr(at), prompt=prompt)
         ]
@@ -123,188 +117,107 @@ class WireReader:
             events.append(TitleSet(session_id=self.session_id, title=title, source="prompt"))
         return events
 
-    def turn_end(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
+    def turn_end(self, at: float) -> list[Event]:
         """Completed, unless its last step got no response (Esc while it streamed: Kimi writes
         the text so far and `TurnEnd`, no `StepInterrupted`) or the user rejected a call of it
         (Kimi then asks the model nothing more): interrupted."""
         if not self.turn_open:
-            return []  # already ended by its `StepInterrupted`
+            return []  # ended by its `StepInterrupted`, or a wake-up
         self.turn_open = False
         done = self.answered and not self.refused
         outcome: TurnOutcome = "completed" if done else "interrupted"
         return [TurnEnded(session_id=self.session_id, at=at, outcome=outcome)]
 
-    def interrupted(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
+    def interrupted(self, at: float, failed: bool) -> list[Event]:
         """The step got no answer: after failed attempts the last one failed too (the turn
         failed); else the user stopped it. `TurnEnd` may follow, or not."""
-        events = self.step_interrupted(at, self.lead, None)
-        if self.turn_open:
-            self.turn_open = False
-            outcome: TurnOutcome = "failed" if events else "interrupted"
-            events.append(TurnEnded(session_id=self.session_id, at=at, outcome=outcome))
-        return events
+        if not self.turn_open:
+            return []
+        self.turn_open = False
+        outcome: TurnOutcome = "failed" if failed else "interrupted"
+        return [TurnEnded(session_id=self.session_id, at=at, outcome=outcome)]
 
-    def step_begin(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        self.lead.begin(at)
-        self.answered = self.refused = False
-        return []
-
-    def step_retry(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        return self.failed(at, self.lead, payload, None)
-
-    def status(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        events = self.responded(at, payload, self.lead, None)
-        self.answered = self.answered or bool(events)
-        return events
-
-    def tool_call(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
+    # -- sub-agents ----------------------------------------------------------------------------
+    def remember_agent_call(self, payload: Mapping[str, Any]) -> None:
         call = call_of(payload)
-        if call is None:
-            return []
-        call_id, name, arguments = call
-        if name == AGENT_TOOL:
-            self.agent_calls[call_id] = arguments if isinstance(arguments, dict) else {}
-        return [self.started(at, call, None)]
+        if call is not None and call[1] == AGENT_TOOL:
+            self.agent_calls[call[0]] = call[2] if isinstance(call[2], dict) else {}
 
-    def tool_result(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        result = result_of(payload)
-        if result is None:
-            return []
-        call_id, outcome, output = result
-        self.refused = self.refused or outcome == "rejected"
-        events: list[Event] = [
-            ToolCallEnded(
-                session_id=self.session_id, at=at, call_id=call_id, outcome=outcome, result=output
-            )
-        ]
-        if call_id in self.agent_calls:
-            events.append(
-                SubagentEnded(
-                    session_id=self.session_id,
-                    at=at,
-                    outcome="completed" if outcome == "ok" else "failed",
-                    call_id=call_id,
-                    subagent_id=self.sub_of_call.get(call_id),
-                )
-            )
-        return events
-
-    # -- its sub-agents ------------------------------------------------------------------------
-    def subagent(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
-        agent_id = nonempty(payload.get("agent_id"))
-        inner = payload.get("event")
-        if agent_id is None or not isinstance(inner, dict):
-            return []
+    def result(self, at: float, payload: Mapping[str, Any], ended: list[Event]) -> list[Event]:
+        """A call's result: a rejected one ends the turn's work; an `Agent` call's names the
+        sub-agent (`agent_id: …`) and ends it, unless it runs in the background (then its
+        `task_id` ends it, in a `Notification`)."""
         events: list[Event] = []
-        steps = self.subs.get(agent_id)
-        if steps is None:
-            steps = self.subs[agent_id] = Steps()
-            events.append(self.sub_started(at, agent_id, payload))
-        body = inner.get("payload")
-        body = body if isinstance(body, dict) else {}
-        kind = inner.get("type")
-        if kind in ("StepBegin", "TurnBegin"):
-            steps.begin(at)
-        elif kind == "StepRetry":
-            events += self.failed(at, steps, body, agent_id)
-        elif kind == "StepInterrupted":
-            events += self.step_interrupted(at, steps, agent_id)
-        elif kind == "StatusUpdate":
-            events += self.responded(at, body, steps, agent_id)
-        elif kind == "ToolCall":
-            call = call_of(body)
-            events += [self.started(at, call, agent_id)] if call else []
-        elif kind == "ToolResult":
-            result = result_of(body)
-            if result is not None:
-                call_id, outcome, output = result
-                events.append(
-                    ToolCallEnded(
-                        session_id=self.session_id,
-                        at=at,
-                        call_id=call_id,
-                        outcome=outcome,
-                        result=output,
-                    )
-                )
+        for end in ended:
+            outcome = getattr(end, "outcome", None)
+            self.refused = self.refused or outcome == "rejected"
+            call_id = str(getattr(end, "call_id", ""))
+            if call_id not in self.agent_calls:
+                continue
+            said = dict(FIELD.findall(str(getattr(end, "result", None) or "")))
+            agent_id = said.get("agent_id")
+            events += self.link(at, call_id, agent_id, said.get("actual_subagent_type"))
+            if self.background(call_id) and outcome == "ok" and "task_id" in said:
+                self.tasks[said["task_id"]] = (call_id, agent_id)
+                continue
+            done: SubagentOutcome = "completed" if outcome == "ok" else "failed"
+            events.append(self.sub_ended(at, done, call_id, agent_id))
         return events
 
-    def sub_started(self, at: float, agent_id: str, payload: Mapping[str, Any]) -> SubagentStarted:
+    def subagent(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
+        """A foreground sub-agent's event: its link to the `Agent` call, once."""
+        agent_id = nonempty(payload.get("agent_id"))
         call_id = nonempty(payload.get("parent_tool_call_id"))
-        arguments = self.agent_calls.get(call_id or "")
-        if call_id is not None:
-            self.sub_of_call[call_id] = agent_id
-        # the call's `run_in_background` (false when left out); unknown without the call
-        background = None if arguments is None else arguments.get("run_in_background") is True
-        arguments = arguments or {}
-        return SubagentStarted(
-            session_id=self.session_id,
-            at=at,
-            call_id=call_id,
-            subagent_id=agent_id,
-            subagent_type=nonempty(payload.get("subagent_type")),
-            title=nonempty(arguments.get("description")),
-            background=background,
-        )
-
-    # -- shared by both ------------------------------------------------------------------------
-    def started(
-        self, at: float, call: tuple[str, str, object], agent_id: str | None
-    ) -> ToolCallStarted:
-        call_id, name, arguments = call
-        return ToolCallStarted(
-            session_id=self.session_id,
-            at=at,
-            call_id=call_id,
-            tool=name,
-            subagent_id=agent_id,
-            arguments=arguments,
-        )
-
-    def responded(
-        self, at: float, payload: Mapping[str, Any], steps: Steps, agent_id: str | None
-    ) -> list[Event]:
-        response = response_of(payload)
-        if response is None:
+        if agent_id is None or call_id is None:
             return []
-        message_id, usage = response
-        requested, steps.failed = steps.requested_at, None
+        return self.link(at, call_id, agent_id, nonempty(payload.get("subagent_type")))
+
+    def link(
+        self, at: float, call_id: str, agent_id: str | None, subagent_type: str | None
+    ) -> list[Event]:
+        if agent_id is None or agent_id in self.linked:
+            return []
+        self.linked.add(agent_id)
+        arguments = self.agent_calls.get(call_id)
+        title = nonempty(arguments.get("description")) if arguments else None
+        subagent_type = subagent_type or (
+            nonempty(arguments.get("subagent_type")) if arguments else None
+        )
         return [
-            ModelResponded(
+            SubagentStarted(
                 session_id=self.session_id,
                 at=at,
-                message_id=message_id,
-                model=self.shared.model(self.session_id),
-                usage=usage,
+                call_id=call_id,
                 subagent_id=agent_id,
-                main=agent_id is None,
-                requested_at=requested,
+                subagent_type=subagent_type,
+                title=title,
+                background=self.background(call_id) if arguments is not None else None,
             )
         ]
 
-    def failed(
-        self, at: float, steps: Steps, payload: Mapping[str, Any], agent_id: str | None
-    ) -> list[Event]:
-        requested = steps.requested_at
-        error = steps.retry(at, payload)
-        steps.requested_at = at
-        return [self.model_failed(at, error, requested, agent_id)]
+    def background(self, call_id: str) -> bool:
+        """The call's `run_in_background` (false when left out)."""
+        return self.agent_calls.get(call_id, {}).get("run_in_background") is True
 
-    def step_interrupted(self, at: float, steps: Steps, agent_id: str | None) -> list[Event]:
-        """The last attempt of a step that had failed ones failed too: one more API error."""
-        if steps.failed is None:
+    def notification(self, at: float, payload: Mapping[str, Any]) -> list[Event]:
+        """`{category: "task", type: "task.completed", payload {task_id, status}}`: a
+        background sub-agent's task ended."""
+        body = payload.get("payload")
+        if payload.get("category") != "task" or not isinstance(body, dict):
             return []
-        error, steps.failed = steps.failed, None
-        return [self.model_failed(at, error, steps.requested_at, agent_id)]
+        task = self.tasks.pop(str(body.get("task_id")), None)
+        if task is None:
+            return []
+        outcome = TASK_ENDS.get(str(body.get("status")), "failed")
+        return [self.sub_ended(at, outcome, *task)]
 
-    def model_failed(
-        self, at: float, error: str, requested: float | None, agent_id: str | None
-    ) -> ModelFailed:
-        return ModelFailed(
+    def sub_ended(
+        self, at: float, outcome: SubagentOutcome, call_id: str, agent_id: str | None
+    ) -> SubagentEnded:
+        return SubagentEnded(
             session_id=self.session_id,
             at=at,
-            error=error,
-            model=self.shared.model(self.session_id),
+            outcome=outcome,
+            call_id=call_id,
             subagent_id=agent_id,
-            requested_at=requested,
         )
