@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -296,3 +297,23 @@ def test_background_subagent_from_its_own_wire_ended_by_the_notification() -> No
     (sub,) = got["subagents"]
     assert (sub["state"], sub["background"], sub["messages"]) == ("completed", True, 3)
     assert sub["tokens"] == want["tokens"]
+
+
+def test_a_status_update_written_twice_counts_once(tmp_path: Path) -> None:
+    """A TUI run tried by hand (not kept) wrote one response's `StatusUpdate` twice, same
+    `message_id`: the copy adds nothing."""
+    from coding_agent_exporter.runtime.engine import Engine, Source
+    from coding_agent_exporter.state.state import State
+
+    home = tmp_path / ".kimi"
+    shutil.copytree(kimi_home("print-shell"), home)
+    (wire,) = home.glob("sessions/*/*/wire.jsonl")
+    lines = wire.read_text().splitlines(keepends=True)
+    status = next(i for i, line in enumerate(lines) if '"StatusUpdate"' in line)
+    wire.write_text("".join([*lines[: status + 1], lines[status], *lines[status + 1 :]]))
+    state = State()
+    Engine([Source(Kimi(), home)], state).catch_up()
+    want = facts("print-shell")["home"]
+    assert sum(state.totals.messages.values()) == want["messages"]
+    got = sum(v for k, v in state.totals.tokens.items() if k[3] == "input")
+    assert got == want["tokens"]["input"]
