@@ -6,6 +6,7 @@ tell of a running session."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -245,3 +246,59 @@ def test_a_running_session_is_never_shown_live() -> None:
     assert key not in state.live and session.turn_open_at is not None
     state.refresh((session.updated_at or 0.0) + ABANDON_AFTER, lambda pid: 0.0)
     assert session.turns == {"interrupted": 1}
+
+
+def test_the_tui_asks_and_the_files_cannot_tell_it() -> None:
+    """The TUI recorded: while its approval question showed (`home-live/`), the journal ends
+    with the call, as it does while a command runs; no `droid` process held a file of the home
+    open then or after the answer (`home-idle/`): neither needs_user nor idle is known, and the
+    session is never live. Its settings carry no `exec` tag (shown interactive)."""
+    for copy, want_open in (("home-live", True), ("home-idle", False)):
+        want = facts("tui-approval")["live_copies"][copy]
+        assert want["open_files"] == []
+        session_id, _, _ = files("tui-approval", copy)
+        state = State()
+        home = RECORDED / "tui-approval" / copy / ".factory"
+        Engine([Source(Droid(), home)], state).catch_up()
+        state.refresh(want["at"] + 1, lambda pid: 0.0)
+        key = (A, session_id)
+        assert key not in state.live, copy
+        assert (state.sessions[key].turn_open_at is not None) is want_open, copy
+        assert want["state"] == ("needs_user" if want_open else "idle")
+    assert [e.kind for e in read("tui-approval") if isinstance(e, SessionSeen)] == [None]
+
+
+def test_the_totals_hold_the_title_request_no_record_answers() -> None:
+    """The TUI asks the model for the session's title (a request without tools): no journal
+    record is its response, but Droid adds its tokens to the totals; so the session's tokens
+    are the stub's for both kinds, its messages the main requests only."""
+    (want,) = facts("tui-approval")["sessions"]
+    assert facts("tui-approval")["stub"]["requests"]["title"] == 1
+    app = app_for(RECORDED / "tui-approval" / "home")
+    session = app.state.sessions[(A, want["session_id"])]
+    assert tokens(session.tokens) == want["tokens"] and want["tokens"]["input"] == 4500
+    assert session.messages == want["messages"] == 2
+    assert session.title == want["title"] == "Fake shop api session"
+
+
+def test_a_journal_written_again_counts_nothing_twice(tmp_path: Path) -> None:
+    """Droid sets the title in the journal's first line (`session_start`) once it has one: the
+    file is written again from its start. Read again, it changes the title and counts no
+    response, turn or call a second time."""
+    home = tmp_path / ".factory"
+    shutil.copytree(RECORDED / "run-shell" / "home" / ".factory", home)
+    (journal,) = home.glob("sessions/*/*.jsonl")
+    session_id = journal.name.removesuffix(".jsonl")
+    state = State()
+    engine = Engine([Source(Droid(), home)], state)
+    engine.catch_up()
+    before = state.sessions[(A, session_id)]
+    counted = (before.messages, dict(before.turns), before.tool_calls, before.tokens)
+    lines = journal.read_text().splitlines(keepends=True)
+    start = json.loads(lines[0]) | {"title": "A title Droid made later, longer than the prompt"}
+    journal.write_text(json.dumps(start) + "\n" + "".join(lines[1:]))
+    engine.changed([journal])
+    after = state.sessions[(A, session_id)]
+    assert (after.messages, dict(after.turns), after.tool_calls, after.tokens) == counted
+    assert after.title == start["title"]
+    assert sum(state.totals.messages.values()) == counted[0] == 2
