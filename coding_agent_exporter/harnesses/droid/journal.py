@@ -76,11 +76,12 @@ class JournalReader:
         record_id = nonempty(record.get("id"))
         if at is None or record_id is None or not isinstance(message, dict):
             return []
+        before = self.shared.at  # the record before this one: a response's request went out then
         events = self._seen(at) + self.shared.timed(at)
         content = message.get("content")
         blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
         if message.get("role") == "assistant":
-            return events + self._responded(record_id, at, message, blocks)
+            return events + self._responded(record_id, (before, at), message, blocks)
         if message.get("role") == "user":
             return events + self._user(record_id, at, message, blocks)
         return events
@@ -116,10 +117,12 @@ class JournalReader:
     def _responded(
         self,
         record_id: str,
-        at: float,
+        when: tuple[float | None, float],
         message: Mapping[str, Any],
         blocks: Sequence[Mapping[str, Any]],
     ) -> list[Event]:
+        """One response (`when`: the record before it, its own time)."""
+        requested, at = when
         model = nonempty(message.get("modelId")) or self.shared.model
         if model is None:
             return []
@@ -132,6 +135,7 @@ class JournalReader:
                 message_id=record_id,
                 model=model,
                 usage=NO_TOKENS,
+                requested_at=requested,
                 text=text or None,
             )
         ]
