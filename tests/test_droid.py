@@ -302,3 +302,54 @@ def test_a_journal_written_again_counts_nothing_twice(tmp_path: Path) -> None:
     assert (after.messages, dict(after.turns), after.tool_calls, after.tokens) == counted
     assert after.title == start["title"]
     assert sum(state.totals.messages.values()) == counted[0] == 2
+
+
+def test_a_subagent_is_its_own_session_counted_under_its_lead() -> None:
+    """`Task` runs a sub-agent in a session of its own (journal + settings, `callingSessionId`
+    and `callingToolUseId`): one session row, the sub-agent under the call that launched it,
+    its tokens from its own settings file (the lead's totals leave them out; its
+    `childInclusiveTokenUsageBySessionId` is not read) and the session's tokens the stub's."""
+    (want,) = facts("subagent")["sessions"]
+    (sub_want,) = want["subagents"]
+    app = app_for(RECORDED / "subagent" / "home")
+    assert set(app.state.sessions) == {(A, want["session_id"])}
+    session = app.state.sessions[(A, want["session_id"])]
+    (sub,) = session.unique_subagents()
+    assert (sub.agent_id, sub.call_id, sub.subagent_type, sub.state) == (
+        sub_want["id"],
+        sub_want["call_id"],
+        "worker",
+        "completed",
+    )
+    assert tokens(sub.tokens) == sub_want["tokens"] and sub.messages == sub_want["messages"]
+    assert (sub.tool_calls, session.tool_calls) == (sub_want["tool_calls"], 1)
+    assert tokens(session.tokens) == want["tokens"] and session.messages == want["messages"]
+    assert session.turns == {"completed": 1}
+
+
+def test_a_subagent_read_first_counts_the_same(tmp_path: Path) -> None:
+    """The sub-agent's files read before the lead's (its settings before its journal too): the
+    same session, sub-agent and tokens, counted under the lead's cwd."""
+    (want,) = facts("subagent")["sessions"]
+    found = sorted((RECORDED / "subagent" / "home" / ".factory").glob("sessions/*/*"))
+    child = [p for p in found if not p.name.startswith(want["session_id"])]
+    lead = [p for p in found if p.name.startswith(want["session_id"])]
+    droid, state = Droid(), State()
+    for path in sorted(child, reverse=True) + lead:  # the child's settings file first
+        rel = PurePosixPath("sessions", path.parent.name, path.name)
+        reader = droid.reader(rel)
+        if droid.match(rel) == "doc":
+            records_of: list[object] = [json.loads(path.read_text())]
+        else:
+            records_of = list(records(path))
+        for record in records_of:
+            for event in reader.feed(record):
+                state.apply(A, event)
+    session = state.sessions[(A, want["session_id"])]
+    assert tokens(session.tokens) == want["tokens"]
+    (sub,) = session.unique_subagents()
+    assert sub.agent_id == want["subagents"][0]["id"] and sub.call_id is not None
+    assert set(state.totals.tokens) == {
+        (A, "custom:Stub-0", "/home/user/work/shop-api", k)
+        for k in ("input", "output", "cache_read")
+    }

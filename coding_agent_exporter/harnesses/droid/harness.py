@@ -66,7 +66,7 @@ class Droid(Defaults):
     def of(self, session_id: str) -> Shared:
         found = self.shared.get(session_id)
         if found is None:
-            found = self.shared[session_id] = Shared(session_id)
+            found = self.shared[session_id] = Shared(session_id, self.shared)
         return found
 
     def read_with(self, rel: PurePosixPath) -> tuple[str, ...]:

@@ -10,7 +10,10 @@ A user message whose id starts with `context-` or whose `visibility` is `llm_onl
 Droid adds (system reminders), not a prompt; one whose `visibility` is `user_only` is a notice
 shown to the user and never sent to the model: an API error is one (`BYOK Error: 400 …`,
 followed by the turn's `agent_turn_outcome` with reason `model_request_rejected`). A user
-message of only `tool_result` blocks ends tool calls. No message carries token usage: the
+message of only `tool_result` blocks ends tool calls. A sub-agent's journal (its
+`session_start` names `callingSessionId` and `callingToolUseId`) tells its lead's session: its
+prompt starts it (`SubagentStarted`, its type from `Subagent type: <type>`), its responses and
+calls are the sub-agent's, its turn's outcome ends it. No message carries token usage: the
 session's totals are in its settings file (`settings`); a response here is counted with no
 tokens.
 """
@@ -26,6 +29,9 @@ from ...events import (
     ModelFailed,
     ModelResponded,
     SessionSeen,
+    SubagentEnded,
+    SubagentOutcome,
+    SubagentStarted,
     TitleSet,
     TitleSource,
     ToolCallEnded,
@@ -39,6 +45,12 @@ from ..fields import nonempty, timestamp, title_of
 from .shared import Shared
 
 NO_TOKENS = Usage()
+SUBAGENT_OUTCOMES: dict[TurnOutcome, SubagentOutcome] = {
+    "completed": "completed",
+    "interrupted": "cancelled",
+    "failed": "failed",
+}
+_TYPE = re.compile(r"^Subagent type: (\S+)", re.MULTILINE)
 _ERROR = re.compile(r"^(?:\w+ )?Error:\s*(?:(\d{3})\b)?")
 """The first line of an error notice: `BYOK Error: 400 …` (a custom model's provider)."""
 OUTCOMES: dict[str, TurnOutcome] = {
@@ -56,10 +68,16 @@ class JournalReader:
         self.shared = shared
         self.start: Mapping[str, Any] | None = None  # the session_start record, until a time
         self.seen = False
+        self.launched = False  # a sub-agent's start was told
 
     @property
     def session_id(self) -> str:
-        return self.shared.session_id
+        """The session the work counts for: this one, or a sub-agent's lead."""
+        return self.shared.lead()
+
+    @property
+    def sub(self) -> str | None:
+        return self.shared.subagent_id
 
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
@@ -88,6 +106,7 @@ class JournalReader:
 
     def _started(self, record: Mapping[str, Any]) -> list[Event]:
         self.start = record
+        self.shared.called(record.get("callingSessionId"), record.get("callingToolUseId"))
         if self.shared.at is None:
             return []  # SessionSeen needs a time: the first message's
         return self._seen(self.shared.at)
@@ -97,13 +116,11 @@ class JournalReader:
             return []
         self.seen = True
         start = self.start
+        cwd = nonempty(start.get("cwd"))
+        if self.sub is not None:  # fills in the lead's cwd if its files come later
+            return [SessionSeen(session_id=self.session_id, at=at, cwd=cwd, main=False)]
         events: list[Event] = [
-            SessionSeen(
-                session_id=self.session_id,
-                at=at,
-                cwd=nonempty(start.get("cwd")),
-                kind=self.shared.kind,
-            )
+            SessionSeen(session_id=self.session_id, at=at, cwd=cwd, kind=self.shared.kind)
         ]
         title = nonempty(start.get("title"))
         if title:
@@ -135,6 +152,8 @@ class JournalReader:
                 message_id=record_id,
                 model=model,
                 usage=NO_TOKENS,
+                subagent_id=self.sub,
+                main=self.sub is None,
                 requested_at=requested,
                 text=text or None,
             )
@@ -147,6 +166,7 @@ class JournalReader:
                         session_id=self.session_id,
                         at=at,
                         call_id=call_id,
+                        subagent_id=self.sub,
                         tool=nonempty(block.get("name")) or "unknown",
                         arguments=block.get("input"),
                     )
@@ -168,11 +188,32 @@ class JournalReader:
             return self._notice(at, prompt)
         if record_id.startswith("context-") or message.get("visibility") == "llm_only":
             return []
+        if self.sub is not None:
+            return self._launched(at, prompt)
         return [
             TurnStarted(
                 session_id=self.session_id, at=at, record_id=record_id, prompt=prompt or None
             )
         ]
+
+    def _launched(self, at: float, prompt: str) -> list[Event]:
+        """A sub-agent's prompt (`# Task Tool Invocation`, `Subagent type: <type>`): it started,
+        under the call that launched it; its title is its session's (`Worker: <description>`)."""
+        if self.launched:
+            return []
+        self.launched = True
+        found = _TYPE.search(prompt)
+        title = nonempty((self.start or {}).get("title"))
+        started = SubagentStarted(
+            session_id=self.session_id,
+            at=at,
+            call_id=self.shared.call_id,
+            subagent_id=self.sub,
+            subagent_type=found.group(1) if found else None,
+            title=title_of(title) if title else None,
+            parent_id=self.shared.parent_id(),
+        )
+        return [started]
 
     def _notice(self, at: float, text: str) -> list[Event]:
         """A message Droid shows the user but never sends the model: an API error is one
@@ -181,9 +222,14 @@ class JournalReader:
         if found is None:
             return []
         error = found.group(1) or "error"
-        return [
-            ModelFailed(session_id=self.session_id, at=at, error=error, model=self.shared.model)
-        ]
+        failed = ModelFailed(
+            session_id=self.session_id,
+            at=at,
+            error=error,
+            model=self.shared.model,
+            subagent_id=self.sub,
+        )
+        return [failed]
 
     def _result(self, at: float, block: Mapping[str, Any]) -> Event:
         content = block.get("content")
@@ -200,4 +246,15 @@ class JournalReader:
         if at is None:
             return []
         outcome = OUTCOMES.get(str(record.get("reason")), "failed")
+        if self.sub is not None:
+            ended = SUBAGENT_OUTCOMES[outcome]
+            return [
+                SubagentEnded(
+                    session_id=self.session_id,
+                    at=at,
+                    outcome=ended,
+                    call_id=self.shared.call_id,
+                    subagent_id=self.sub,
+                )
+            ]
         return [TurnEnded(session_id=self.session_id, at=at, outcome=outcome)]

@@ -7,11 +7,13 @@ cacheReadTokens, cacheCreationTokens, thinkingTokens}, the session's own totals 
 changed counts all of its tokens for the last one). They become one `UsageTotalsRead`: totals
 that replace the last ones read, never added to them.
 
-Not read: `lastCallTokenUsage`, the last call's usage, because a reader sees only the rewrites
+A sub-agent's own session has its own settings file: its totals count for the lead under the
+sub-agent (its `subagent` tag names the calling session and call). Not read:
+`lastCallTokenUsage`, the last call's usage, because a reader sees only the rewrites
 it reads: two calls between two reads (or a history read at start) leave the earlier call's
 usage nowhere, so counting per call from it would undercount; `inclusiveTokenUsage` and
 `childInclusiveTokenUsageBySessionId`, the same totals with the session's sub-agents' added
-(each sub-agent has its own session files, read as a session of its own). Droid writes
+(each sub-agent's own settings file counts them once). Droid writes
 no time here: the totals count at the journal's latest record time (`shared`). Its `tags`
 say whether `droid exec` made the session (`exec`: headless).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...events import Event, Kind, SessionSeen, Usage, UsageTotalsRead
+from ...events import Event, Kind, SessionSeen, Usage
 from ..fields import count, nonempty
 from .shared import Shared
 
@@ -36,14 +38,18 @@ class SettingsReader:
         return self._kind(record) + self._totals(record)
 
     def _kind(self, record: Mapping[str, object]) -> list[Event]:
-        """`headless` for a session `droid exec` made (its tag `exec`); nothing otherwise (the
-        TUI was not recorded: what it tags is not known)."""
+        """`headless` for a session `droid exec` made (its tag `exec`; the TUI's has none); a
+        sub-agent's session is tagged `subagent` with its caller."""
         tags = record.get("tags")
-        names = (
-            [t.get("name") for t in tags if isinstance(t, dict)] if isinstance(tags, list) else []
-        )
-        kind: Kind | None = "headless" if "exec" in names else None
-        if kind is None or kind == self.shared.kind:
+        tags = [t for t in tags if isinstance(t, dict)] if isinstance(tags, list) else []
+        for tag in tags:
+            metadata = tag.get("metadata")
+            if tag.get("name") == "subagent" and isinstance(metadata, dict):
+                self.shared.called(
+                    metadata.get("callingSessionId"), metadata.get("callingToolUseId")
+                )
+        kind: Kind | None = "headless" if any(t.get("name") == "exec" for t in tags) else None
+        if kind is None or kind == self.shared.kind or self.shared.calling is not None:
             return []
         self.shared.kind = kind
         if self.shared.at is None:
@@ -56,13 +62,7 @@ class SettingsReader:
         if usage is None or model is None or usage == self.told:
             return []
         self.told = usage
-        read = UsageTotalsRead(
-            session_id=self.shared.session_id, at=self.shared.at or 0.0, model=model, usage=usage
-        )
-        if self.shared.at is None:
-            self.shared.held = read  # counted once the journal gives a time
-            return []
-        return [read]
+        return self.shared.totals(model, usage)
 
 
 def totals(value: object) -> Usage | None:
