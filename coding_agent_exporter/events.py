@@ -114,6 +114,21 @@ class CostReported:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UsageTotalsRead:
+    """What the agent says a session's calls of `model` used so far, in total (Droid's session
+    settings file, Hermes' session rows): the session's totals are now `usage`. It replaces the
+    totals last read for that session, sub-agent and model, never adds to them; only its growth
+    counts. A harness whose agent also writes per-call usage emits `ModelResponded` for it
+    instead: per-call usage wins, and the totals are then not emitted at all."""
+
+    session_id: str
+    at: float
+    model: str
+    usage: Usage
+    subagent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFailed:
     """A model request that ended in an error instead of a response (an API error)."""
 
@@ -264,6 +279,7 @@ Event = (
     | TitleSet
     | ModelResponded
     | CostReported
+    | UsageTotalsRead
     | TurnStarted
     | TurnEnded
     | ToolCallStarted
@@ -297,4 +313,5 @@ __all__ = [
     "TurnEnded",
     "TurnStarted",
     "Usage",
+    "UsageTotalsRead",
 ]

@@ -32,6 +32,7 @@ AGENT_HOMES = (
     "CLINE_DIR",
     "CODEX_HOME",
     "COPILOT_HOME",
+    "FACTORY_HOME_OVERRIDE",
     "GEMINI_CLI_HOME",
     "OPENCODE_DB",
     "PI_CODING_AGENT_DIR",
@@ -83,6 +84,7 @@ FIXTURE_HOMES = {
     "cline": ".cline/data",  # its data folder
     "codex": ".codex",
     "copilot": ".copilot",
+    "droid": ".factory",
     "gemini-cli": ".gemini",
     "grok": ".grok",
     "kilo-code": ".local/share/kilo",  # its data folder

@@ -16,6 +16,7 @@ from coding_agent_exporter.events import (
     TurnEnded,
     TurnStarted,
     Usage,
+    UsageTotalsRead,
 )
 from coding_agent_exporter.prometheus.collectors import StateCollector
 from coding_agent_exporter.state.labels import ProjectLabel
@@ -84,6 +85,56 @@ def test_subagent_tokens_count_for_the_subagent_and_the_session() -> None:
     session = state.sessions[(A, S)]
     (sub,) = session.unique_subagents()
     assert (sub.messages, sub.tokens.output, session.tokens.output) == (1, 5, 5)
+
+
+def totals_read(state: State, output: int, session: str = S, **kw: object) -> None:
+    usage = Usage(input=100, output=output, cache_read=10)
+    event = UsageTotalsRead(session_id=session, at=102.0, model="m", usage=usage, **kw)  # type: ignore[arg-type]
+    state.apply(A, event)
+
+
+def test_totals_replace_the_last_totals_never_add_to_them() -> None:
+    """A session's totals read again (a settings file rewritten after each call, or read anew
+    after a restart) count only what they grew by; a smaller one counts nothing, and no total
+    is a message."""
+    state = State()
+    seen(state)
+    totals_read(state, 40)
+    totals_read(state, 40)  # the same file read again
+    totals_read(state, 70)  # after one more call
+    totals_read(state, 50)  # an older copy put back: counters never go down
+    session = state.sessions[(A, S)]
+    assert session.tokens == Usage(input=100, output=70, cache_read=10)
+    assert state.totals.tokens[(A, "m", "/w", "output")] == 70
+    assert state.totals.tokens[(A, "m", "/w", "input")] == 100
+    assert session.messages == 0
+    assert state.totals.messages == {}
+
+
+def test_totals_of_two_sessions_and_of_a_subagent_are_kept_apart() -> None:
+    state = State()
+    seen(state)
+    seen(state, "s2")
+    totals_read(state, 40)
+    totals_read(state, 40, session="s2")
+    totals_read(state, 5, subagent_id="a1")
+    assert state.sessions[(A, S)].tokens.output == 45
+    assert state.sessions[(A, "s2")].tokens.output == 40
+    (sub,) = state.sessions[(A, S)].unique_subagents()
+    assert (sub.tokens.output, sub.messages) == (5, 0)
+    assert state.totals.tokens[(A, "m", "/w", "output")] == 85
+
+
+def test_totals_outlive_the_recent_responses_window() -> None:
+    """A session's totals are not a response: thousands of responses read between two of its
+    totals never make the later one count whole again."""
+    state = State()
+    seen(state)
+    totals_read(state, 40)
+    for n in range(RECENT_MESSAGES + 1):
+        responded(state, f"msg_{n}", 0)
+    totals_read(state, 41)
+    assert state.totals.tokens[(A, "m", "/w", "output")] == 41
 
 
 def test_duplicate_turn_ends_count_once_first_wins() -> None:

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from coding_agent_exporter.events import ModelResponded
+from coding_agent_exporter.events import ModelResponded, UsageTotalsRead
 from coding_agent_exporter.runtime.engine import Engine
 from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.labels import ProjectLabel
@@ -308,16 +308,22 @@ _USAGE_KEYS = {
 
 class _Carried(State):
     """A state that notes, per session, the usage no response can show (`carried`: Vibe's
-    totals of responses whose records are gone), the largest per id as the state counts it."""
+    totals of responses whose records are gone; a session's totals as the agent states them,
+    `UsageTotalsRead`: Droid's), the largest per id as the state counts it."""
 
     def __init__(self, observer: SpanWriter) -> None:
         super().__init__(observer=observer)
         self.carried: dict[tuple[str, str], dict[str, int]] = {}
 
     def apply(self, agent: str, event: object) -> None:
+        key: tuple[str, str] | None = None
         if isinstance(event, ModelResponded) and event.carried:
-            known = self.carried.setdefault((event.session_id, event.message_id), {})
-            for kind, value in event.usage.as_dict().items():
+            key = (event.session_id, event.message_id)
+        elif isinstance(event, UsageTotalsRead):
+            key = (event.session_id, f"totals {event.subagent_id or ''} {event.model}")
+        if key is not None:
+            known = self.carried.setdefault(key, {})
+            for kind, value in event.usage.as_dict().items():  # type: ignore[union-attr]
                 known[kind] = max(known.get(kind, 0), value)
         super().apply(agent, event)  # type: ignore[arg-type]
 

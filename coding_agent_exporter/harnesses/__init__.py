@@ -18,6 +18,7 @@ from .claude_code import ClaudeCode
 from .cline import Cline
 from .codex import Codex
 from .copilot import Copilot
+from .droid import Droid
 from .gemini_cli import GeminiCli
 from .grok import Grok
 from .kilo import KiloCode
@@ -32,6 +33,7 @@ HARNESSES: dict[str, type[Harness]] = {
     Cline.name: Cline,
     Codex.name: Codex,
     Copilot.name: Copilot,
+    Droid.name: Droid,
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
     Grok.name: Grok,

@@ -38,6 +38,7 @@ from ..events import (
     TurnOutcome,
     TurnStarted,
     Usage,
+    UsageTotalsRead,
 )
 from . import ids
 from .labels import live_state
@@ -100,6 +101,8 @@ class State:
         self.reviews: deque[tuple[str, ReviewEnded]] = deque(maxlen=RECENT_REVIEWS)
         # (agent, message id) → what is counted of a recent response (`Counted`)
         self._usage: OrderedDict[tuple[str, str], Counted] = OrderedDict()
+        # (agent, session id, sub-agent id or "", model) → what is counted of its totals
+        self._totals: dict[tuple[str, str, str, str], Counted] = {}
         self._seen = SeenIds()
         self._labels: dict[tuple[str, str], set[str]] = {}
 
@@ -127,6 +130,8 @@ class State:
                 self.session(agent, event.session_id).set_title(event.title, event.source)
             case ModelResponded():
                 self._responded(agent, event)
+            case UsageTotalsRead():
+                self._totals_read(agent, event)
             case CostReported():
                 session = self.session(agent, event.session_id)
                 added = self.spend.reported_total(agent, event, session.cwd or "")
@@ -255,17 +260,42 @@ class State:
         else:
             self.observer.responded(owner, counted.sub, event, new)
         if new != old:
-            self._grown(agent, event, owner, counted, old)
+            self._grown(agent, event.model, owner, counted, old, event.cache_write_1h)
         if event.reported_cost is not None and event.reported_cost > counted.reported:
             added = event.reported_cost - counted.reported
             counted.reported = event.reported_cost
             self.spend.reported(agent, event.model, owner.cwd or "", added)
             owner.reported_cost = (owner.reported_cost or 0.0) + added
 
+    def _totals_read(self, agent: str, event: UsageTotalsRead) -> None:
+        """A session's totals are now `event.usage`: what they grew by since the last totals
+        read counts, as a response's growth does (tokens, cost), never the whole again. A
+        smaller total (a file put back from an older copy) counts nothing until it passes
+        what was counted. Not a message: the agent's responses are counted by their records.
+        One entry per session, sub-agent and model (dropped with nothing: sessions are kept)."""
+        session = self.session(agent, event.session_id)
+        session.touch(event.at)
+        key = (agent, event.session_id, event.subagent_id or "", event.model)
+        counted = self._totals.get(key)
+        if counted is None:
+            sub = self._subagent_of(session, event.subagent_id)
+            counted = self._totals[key] = Counted(ZERO, session.session_id, sub, event.at)
+        old = counted.usage
+        counted.usage = old.max(event.usage)
+        if counted.usage != old:
+            self._grown(agent, event.model, session, counted, old)
+
     def _grown(
-        self, agent: str, event: ModelResponded, owner: Session, counted: Counted, old: Usage
+        self,
+        agent: str,
+        model: str,
+        owner: Session,
+        counted: Counted,
+        old: Usage,
+        cache_write_1h: int = 0,
     ) -> None:
-        """A response's usage grew from `old`: its tokens and its cost count for `owner`."""
+        """A response's (or a session's totals') usage grew from `old`: its tokens and its cost
+        count for `owner`."""
         new, sub, cwd = counted.usage, counted.sub, owner.cwd or ""
         delta = new.minus(old)
         owner.tokens = owner.tokens.plus(delta)
@@ -273,9 +303,9 @@ class State:
             sub.tokens = sub.tokens.plus(delta)
         for kind, value in delta.as_dict().items():
             if value:
-                self.totals.tokens[(agent, event.model, cwd, kind)] += value
-        grown = (old, new, min(new.cache_write, event.cache_write_1h), counted.cost)
-        cost = self.spend.responded(agent, event.model, cwd, counted.first_at, grown)
+                self.totals.tokens[(agent, model, cwd, kind)] += value
+        grown = (old, new, min(new.cache_write, cache_write_1h), counted.cost)
+        cost = self.spend.responded(agent, model, cwd, counted.first_at, grown)
         owner.cost += cost - counted.cost
         counted.cost = cost
 
