@@ -70,8 +70,11 @@ def hold(folder: Path) -> IO[bytes]:
 
 
 def _lock(lock: IO[bytes]) -> None:
-    if sys.platform == "win32":
-        import msvcrt
+    if sys.platform == "win32":  # Windows, or a Windows stand-in
+        try:
+            import msvcrt
+        except ImportError:  # no Windows C runtime: only a Windows stand-in on another system
+            return
 
         lock.seek(_LOCKED_AT)  # a byte past the pid: the pid stays readable by the next one
         msvcrt.locking(lock.fileno(), msvcrt.LK_NBLCK, 1)  # never waiting
