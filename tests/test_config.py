@@ -10,7 +10,8 @@ import pytest
 
 from coding_agent_exporter.harnesses import HARNESSES
 from coding_agent_exporter.runtime.cli import main
-from coding_agent_exporter.runtime.config import env_name, parse
+from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.runtime.options import env_name
 
 from .conftest import FIXTURES
 

@@ -24,7 +24,8 @@ from ..sources.processes import CachedProbe, process_start
 from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
 from .app import App, Spans
-from .config import Config, endpoint_configured, parse
+from .config import Config, parse
+from .options import endpoint_configured
 from .pushing import push, pusher_of
 
 log = logging.getLogger("coding_agent_exporter")
