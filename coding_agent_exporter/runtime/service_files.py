@@ -53,6 +53,7 @@ AGENT_VARIABLES = (
     "CLINE_DIR",  # … or its parent
     "KILO_DB",  # Kilo Code's database, its folder the home
     "KIMI_SHARE_DIR",  # Kimi CLI's share folder
+    "OPENHANDS_PERSISTENCE_DIR",  # OpenHands' persistence folder
     "XDG_DATA_HOME",  # OpenCode's and Kilo Code's data folder
     "XDG_STATE_HOME",  # our own state folder on Linux
 )
