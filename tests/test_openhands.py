@@ -287,3 +287,33 @@ def test_copy_taken_while_a_command_ran() -> None:
     assert not [e for e in told if isinstance(e, ToolCallEnded)]
     got = row("live-shell", "home-live")
     assert got["live"] is False
+
+
+def test_copies_taken_while_the_tui_asked_and_after() -> None:
+    """The TUI asking to confirm `date > stamp.txt`: `waiting_for_confirmation` written, the
+    call open; after "Yes" and the answer: `finished`, the call ended ok. OpenHands writes no
+    pid: neither copy is shown live (said in the README)."""
+    copies = facts("tui-approval")["live_copies"]
+    assert copies["home-live"]["state"] == "needs_user"
+    asked = lead_folder(oh_home("tui-approval", "home-live"))
+    assert state_of(asked)["execution_status"] == "waiting_for_confirmation"
+    told = read(OpenHands(), asked, True)
+    assert [e.tool for e in told if isinstance(e, ToolCallStarted)] == ["terminal"]
+    assert not [e for e in told if isinstance(e, ToolCallEnded)]
+    assert copies["home-idle"]["state"] == "idle"
+    answered = lead_folder(oh_home("tui-approval", "home-idle"))
+    assert state_of(answered)["execution_status"] == "finished"
+    ended = [e for e in read(OpenHands(), answered, True) if isinstance(e, ToolCallEnded)]
+    assert [e.outcome for e in ended] == ["ok"]
+    assert row("tui-approval", "home-live")["live"] is False
+
+
+def test_a_refused_call_is_rejected() -> None:
+    """The TUI's "No": a `UserRejectObservation` (the model is told `Action rejected`)."""
+    want = facts("tui-approval")["sessions"][0]["tool_calls"]
+    got = row("tui-approval")["tool_calls"]
+    assert want["rejected"] == 1
+    assert got["total"] == want["total"] == 2
+    folder = lead_folder(oh_home("tui-approval"))
+    ended = [e for e in read(OpenHands(), folder, True) if isinstance(e, ToolCallEnded)]
+    assert [e.outcome for e in ended] == ["ok", "rejected"]
