@@ -24,7 +24,6 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from ..sources.docfolder import DocFolder
 from ..sources.reading import stat_current, stat_key
 from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl
 
@@ -33,7 +32,7 @@ BLOCK = 256
 """Sleeping files per compressed block of pickles."""
 NAMES_CHUNK = 4096
 """Names written to the cache at a time."""
-_CAN_SLEEP = (JsonlTail, ZstdJsonl, JsonDoc, DocFolder)
+_CAN_SLEEP = (JsonlTail, ZstdJsonl, JsonDoc)
 """The followers that can sleep: those that know when a read would find nothing."""
 
 

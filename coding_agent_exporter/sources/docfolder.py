@@ -21,7 +21,8 @@ document it delivered and the folder's `stat_key`:
 * Documents larger than `max_bytes` are skipped and counted (`too_large`).
 
 Nothing is kept of a document once delivered: memory per folder is its name, its key and the
-last name, whatever the number of documents in it.
+last name, whatever the number of documents in it. A folder never sleeps (`runtime.dormant`):
+OpenHands' readers share memory across a conversation's files, so its files stay awake.
 """
 
 from __future__ import annotations
