@@ -317,3 +317,27 @@ def test_a_refused_call_is_rejected() -> None:
     folder = lead_folder(oh_home("tui-approval"))
     ended = [e for e in read(OpenHands(), folder, True) if isinstance(e, ToolCallEnded)]
     assert [e.outcome for e in ended] == ["ok", "rejected"]
+
+
+def test_a_conversation_that_appears_later_is_read_from_any_path_reported(tmp_path: Path) -> None:
+    """A new conversation after the catch-up: reported by its folder, or by one of its event
+    files (its events folder not followed yet): read whole, once."""
+    want = facts("run-shell")["sessions"][0]
+    for reported in ("folder", "event"):
+        home = tmp_path / reported / ".openhands"
+        (home / "conversations").mkdir(parents=True)
+        state = State()
+        engine = Engine([Source(OpenHands(), home)], state)
+        engine.catch_up()
+        shutil.copytree(
+            oh_home("run-shell") / "conversations", home / "conversations", dirs_exist_ok=True
+        )
+        folder = lead_folder(home)
+        first = sorted(folder.glob("events/event-*.json"))[0]
+        paths = [folder] if reported == "folder" else [first, folder / "base_state.json"]
+        engine.changed(paths)
+        engine.changed(paths)  # reported again: nothing read twice
+        (session,) = state.sessions.values()
+        assert session.messages == want["messages"], reported
+        assert session.tool_calls == want["tool_calls"]["total"], reported
+        assert len(engine._files) == 2, reported
