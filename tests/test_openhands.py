@@ -13,7 +13,13 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from coding_agent_exporter.events import Event, ModelResponded, ToolCallEnded, ToolCallStarted
+from coding_agent_exporter.events import (
+    ContextCompacted,
+    Event,
+    ModelResponded,
+    ToolCallEnded,
+    ToolCallStarted,
+)
 from coding_agent_exporter.harnesses.openhands import OpenHands
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.state import State
@@ -341,3 +347,20 @@ def test_a_conversation_that_appears_later_is_read_from_any_path_reported(tmp_pa
         assert session.messages == want["messages"], reported
         assert session.tool_calls == want["tool_calls"]["total"], reported
         assert len(engine._files) == 2, reported
+
+
+def test_the_condensers_call_counts_once_with_its_compaction() -> None:
+    """Past 80 events the condenser summarized the history: its call is in `usage_to_metrics`
+    under `condenser` and named by the `Condensation` event: counted once, with the lead's
+    calls (the stub's facts), and one compaction."""
+    want = facts("condenser")
+    assert want["stub"]["requests"]["condenser"] == 1
+    folder = lead_folder(oh_home("condenser"))
+    assert len(state_of(folder)["stats"]["usage_to_metrics"]["condenser"]["token_usages"]) == 1
+    for state_first in (True, False):
+        told = read(OpenHands(), folder, state_first)
+        assert len(counted(told)) == want["sessions"][0]["messages"], state_first
+        assert len([e for e in told if isinstance(e, ContextCompacted)]) == 1
+    got = row("condenser")
+    assert got["messages"] == want["sessions"][0]["messages"]
+    assert got["tokens"] == {**got["tokens"], **want["sessions"][0]["tokens"]}

@@ -7,8 +7,9 @@ document, `task:<task id>` per sub-agent it ran: those are the sub-agent's calls
 its own folder's document tells (`subagents/<id>/base_state.json`): left out here, so each
 response counts once. Per-call `token_usages` (with `response_id`) are counted; the
 `accumulated_token_usage` totals are their sum and are not used. A response is told with the
-time its events gave (`Shared`), or held until they give it; a condenser call with the time
-of the conversation's latest event.
+time its events gave (`Shared`; a condenser call's is its `Condensation` event), or held until
+they give it; a condenser call read after the events without its event, with the time of the
+conversation's latest event.
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ answer without tool calls: the turn is done); `ActionEvent` (a tool call; every 
 model call carries its `llm_response_id`); `ObservationEvent` (its result: `is_error`, a
 command's `exit_code`, a task's `status`), `AgentErrorEvent` (a call that could not run),
 `UserRejectObservation` (refused by the user); `ConversationErrorEvent` (the model call failed
-after LiteLLM's retries: the turn failed). A `finish` call ends the turn once it is observed.
-Times are the machine's local time with no offset (read as local time here too).
+after LiteLLM's retries: the turn failed); `Condensation` (the condenser summarized the history:
+a compaction, and the condenser's own model call, `llm_response_id`). A `finish` call ends the
+turn once it is observed. Times are the machine's local time with no offset (read as local
+time here too).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...events import (
+    ContextCompacted,
     Event,
     ModelFailed,
     ModelResponded,
@@ -69,6 +72,8 @@ class EventsReader:
             events += self._result(at, record, kind)
         elif kind == "ConversationErrorEvent":
             events += self._failed(at, record)
+        elif kind == "Condensation":
+            events += self._condensed(at, record)
         return events
 
     def _first(self, at: float) -> list[Event]:
@@ -199,6 +204,17 @@ class EventsReader:
             self.finishing = ""
             events += self._done(at, "completed")
         return events
+
+    def _condensed(self, at: float, record: Mapping[str, Any]) -> list[Event]:
+        """The condenser summarized the history (its own model call: `llm_response_id`)."""
+        events = self._responded(at, record, "stop", None)
+        compacted = ContextCompacted(
+            session_id=self.session_id,
+            at=at,
+            compaction_id=str(record.get("id")),
+            subagent_id=self.subagent_id,
+        )
+        return [*events, compacted]
 
     def _failed(self, at: float, record: Mapping[str, Any]) -> list[Event]:
         error = nonempty(record.get("code")) or "error"
