@@ -12,8 +12,9 @@ scratch home, then reads it with the engine twice:
   (what reading them as ordinary "doc" files would cost);
 
 and prints, for each: the followers kept, the Python memory the engine holds after the
-catch-up (tracemalloc: what it allocated and still holds, the state included), the catch-up's
-time, and what one more event costs at its folder's change (time of `Engine.changed`).
+catch-up (tracemalloc: what it allocated and still holds, the state included; after a warm-up
+catch-up of each, so what a process allocates once is not counted), the catch-up's time, and
+what one more event costs at its folder's change (time of `Engine.changed`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def main() -> None:
             write_long_conversation(folder, args.calls)
         files = len(list(home.glob("conversations/*/events/event-*.json")))
         print(f"{args.conversations} conversation(s), {files} event files")
+        measure(home, PerFile(), args.calls)  # warm-up: what the first catch-up of a process
+        measure(home, OpenHands(), args.calls)  # allocates once (imports, caches) not counted
         for name, harness in (("stream", OpenHands()), ("per-file", PerFile())):
             got = measure(home, harness, args.calls)
             print(f"{name:9s}", "  ".join(f"{k}={v:.2f}" if isinstance(v, float) else
