@@ -35,6 +35,7 @@ AGENT_HOMES = (
     "FACTORY_HOME_OVERRIDE",
     "GEMINI_CLI_HOME",
     "OPENCODE_DB",
+    "OPENHANDS_PERSISTENCE_DIR",
     "PI_CODING_AGENT_DIR",
     "QWEN_HOME",
     "GROK_HOME",
@@ -91,6 +92,7 @@ FIXTURE_HOMES = {
     "kimi": ".kimi",
     "oh-my-pi": ".",
     "opencode": ".local/share/opencode",  # its data folder
+    "openhands": ".openhands",
     "pi": "agent",  # pi's home is its agent folder (`$PI_CODING_AGENT_DIR`)
     "qwen-code": ".qwen",
     "vibe": ".vibe",

@@ -24,6 +24,7 @@ from .grok import Grok
 from .kilo import KiloCode
 from .kimi import Kimi
 from .opencode import OpenCode
+from .openhands import OpenHands
 from .pi import OhMyPi, Pi
 from .qwen import QwenCode
 from .vibe import Vibe
@@ -36,6 +37,7 @@ HARNESSES: dict[str, type[Harness]] = {
     Droid.name: Droid,
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
+    OpenHands.name: OpenHands,
     Grok.name: Grok,
     KiloCode.name: KiloCode,
     Kimi.name: Kimi,

@@ -25,10 +25,11 @@ from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
 from ..events import Event
 from ..sources.sqlite_tail import TableLog as TableLog  # how a harness names a followed table
 
-FileKind = Literal["jsonl", "zstd", "doc", "sqlite", "text"]
+FileKind = Literal["jsonl", "zstd", "doc", "sqlite", "text", "docs"]
 """An appended JSONL file, a zstd-compressed JSONL file (read whole), a whole JSON document, a
 SQLite database (its reader says which table to follow: `TableReader`), a small plain-text file
-(read whole, fed as `str`)."""
+(read whole, fed as `str`), a folder of JSON documents read as one stream in name order (each
+new document fed once: `sources.docfolder`; named by the optional `doc_folder`, below)."""
 
 
 class RecordRejected(ValueError):
@@ -157,6 +158,11 @@ class Harness(Protocol):
     # Optional: `doc_limit`, the largest "doc" file (bytes) its readers take, for an agent
     # whose whole documents grow with the session (default `sources.tail.DOC_LIMIT`, 1 MiB;
     # Cline's messages files, which hold every tool output of the conversation).
+    # Optional: `doc_folder(rel) -> bool`, for an agent that writes each event to a file of its
+    # own: whether the folder at `rel` is read as one stream ("docs", `sources.docfolder`: one
+    # follower and one reader per folder, not per file; its files are never matched one by
+    # one, a change of one of them is a change of its folder). `reader(rel)` is then asked
+    # for the folder's reader (OpenHands' `conversations/<id>/events`).
     # Optional: `lean`, a `TypedDict` of the fields its JSONL readers look at; its lines
     # are then decoded against it, the rest skipped unbuilt, unless spans show content
     # (`decode.lean`, `pool.decoder`; Claude Code's `claude_schema.Record`).

@@ -255,6 +255,7 @@ _READ_MODULES = ("coding_agent_exporter.harnesses.", "coding_agent_exporter.stat
 _READ_NAMES = {
     "coding_agent_exporter.events": None,
     "coding_agent_exporter.sources.tail": None,
+    "coding_agent_exporter.sources.docfolder": {"DocFolder"},
     "coding_agent_exporter.sources.sqlite_tail": None,
     "coding_agent_exporter.sources.terminals": {"omp_terminal"},
     "coding_agent_exporter.runtime.cache": {"Snapshot", "_Run"},

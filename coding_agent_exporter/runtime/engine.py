@@ -29,6 +29,7 @@ from typing import Any
 from ..events import Event, LiveIndexRead, LiveIndexRemoved, TitleSet
 from ..harnesses import FileKind, FileReader, Harness, TableReader
 from ..sources.decode import loads
+from ..sources.docfolder import DocFolder
 from ..sources.holders import HeldSessions, holders
 from ..sources.locks import by_writer_lock
 from ..sources.sqlite_tail import SqliteTail
@@ -50,6 +51,7 @@ _SEP = os.sep
 the `str` of the `Path` a watcher reports for the same file (on Windows `\\`: with `/`, a
 watcher's path never matched the walk's and a second follower read the file again)."""
 _COMPANIONS = ("-wal", "-journal")
+Tail = JsonlTail | ZstdJsonl | JsonDoc | SqliteTail | DocFolder
 """Files SQLite writes beside a database on each commit (not `-shm`: readers touch it too)."""
 
 
@@ -72,7 +74,7 @@ class _File:
     path: str
     """Its key in `Engine._files`: the follower's own string, never a `Path` per file kept."""
     reader: FileReader
-    tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail
+    tail: Tail
 
     @property
     def rel(self) -> PurePosixPath:
@@ -228,7 +230,7 @@ class Engine:
             source = self._source_of(reported)
             if source is None:
                 continue
-            path = _database_of(reported, source)
+            path = _folder_of(_database_of(reported, source), source)
             if str(path) in self._files or not path.is_dir():
                 self._read(path, source)
                 touched.setdefault(id(source), (source, []))[1].append(path)
@@ -428,8 +430,18 @@ class Engine:
             self.stats.parse_errors[(agent, "read_error")] += 1
             self._once(Path(error.filename or top), "read_error", agent, error)
 
+        stream = getattr(source.harness, "doc_folder", None)  # optional: see harnesses.base
         for folder, _, names in os.walk(top, onerror=skipped):
             rel = None  # once per folder: a file costs no stat
+            if stream is not None and stream(_rel(folder, source)):
+                names = []  # one stream, not a file each (`docfolder`)
+                if folder not in known:
+                    self._walked[folder] = _rel(folder, source)
+                    yield folder, source
+                elif seen is None:
+                    yield folder, source
+                else:
+                    seen.add(folder)
             for name in names:
                 joined = folder + _SEP + name
                 if joined in known:  # read before: matched then
@@ -479,6 +491,8 @@ class Engine:
             self._read_lines(path, entry, entry.tail)
         elif isinstance(entry.tail, SqliteTail):
             self._read_rows(path, entry, entry.tail)
+        elif isinstance(entry.tail, DocFolder):
+            self._read_folder(path, entry, entry.tail)
         else:
             self._read_doc(path, entry, entry.tail)
 
@@ -507,6 +521,9 @@ class Engine:
     def _kind(self, path: str, source: Source, rel: PurePosixPath) -> FileKind | None:
         """What the harness reads the file as; None to leave it alone (a compressed file
         whose plain twin exists: the plain file wins)."""
+        stream = getattr(source.harness, "doc_folder", None)  # optional: see harnesses.base
+        if stream is not None and stream(rel):
+            return "docs"
         kind = source.harness.match(rel)
         if kind is None or (kind == "zstd" and Path(path).with_suffix("").exists()):
             return None
@@ -520,10 +537,10 @@ class Engine:
             return None
         reader = source.harness.reader(rel)
         limit = getattr(source.harness, "doc_limit", DOC_LIMIT)  # optional: `Harness`
-        tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail = JsonDoc(
-            path, text=kind == "text", max_bytes=limit
-        )
-        if kind == "sqlite":
+        tail: Tail = JsonDoc(path, text=kind == "text", max_bytes=limit)
+        if kind == "docs":
+            tail = DocFolder(path, max_bytes=limit)
+        elif kind == "sqlite":
             if not isinstance(reader, TableReader):
                 return None
             tail = SqliteTail(Path(path), reader.log)
@@ -654,6 +671,34 @@ class Engine:
             return
         self._feed(path, entry, result.data, "document")
 
+    def _read_folder(self, path: Found, entry: _File, folder: DocFolder) -> None:
+        """The new documents of a folder read as one stream (`docfolder`), in name order."""
+        agent, more = entry.source.harness.name, True
+        while more:  # a long conversation comes in pieces (`docfolder.BATCH`)
+            result = folder.read()
+            self.stats.bytes_read[agent] += result.bytes_read
+            if result.error == "missing":
+                self._forget(path, entry)
+                return
+            if result.error is not None:
+                self._failed(path, entry, OSError(result.error))
+                return
+            for reason, count in (
+                ("invalid_json", result.invalid),
+                ("too_large", result.too_large),
+            ):
+                if count:
+                    self.stats.parse_errors[(agent, reason)] += count
+                    self._once(path, reason, agent, f"{count} document(s) skipped")
+            if result.reset:
+                if self._cached:
+                    raise _Stale(f"{path} was replaced")
+                entry.reader = entry.source.harness.reader(entry.rel)
+                self.rewritten.append(_name(path))
+            for doc in result.docs:
+                self._feed(path, entry, doc, "document")
+            more = result.more
+
     def _feed(self, path: Found, entry: _File, record: object, where: str) -> None:
         fed = Fed()
         feed(entry.reader, record, where, fed)
@@ -734,6 +779,14 @@ def _database_of(path: Path, source: Source) -> Path:
     return path
 
 
+def _folder_of(path: Path, source: Source) -> Path:
+    """A file in a folder read as one stream (`docfolder`) stands for its folder."""
+    stream = getattr(source.harness, "doc_folder", None)  # optional: see harnesses.base
+    if stream is not None and path != source.home and stream(_rel(path.parent, source)):
+        return path.parent
+    return path
+
+
 def _rel(path: Found, source: Source) -> PurePosixPath:
     """`path` below its home, in the `/`-separated form harnesses match on every system."""
     text, home, sep = os.fspath(path), os.fspath(source.home), _SEP
@@ -752,7 +805,7 @@ def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
     return awake | {n for n, i in zip(sleepers.names, sleepers.sources, strict=True) if i == source}
 
 
-def _key(tail: JsonlTail | ZstdJsonl | JsonDoc | SqliteTail) -> str:
+def _key(tail: Tail) -> str:
     """A follower's path as a string: the one it keeps, if it keeps one."""
     return str(tail.path) if isinstance(tail, SqliteTail) else tail.file
 

@@ -54,6 +54,7 @@ AGENT_VARIABLES = (
     "KILO_DB",  # Kilo Code's database, its folder the home
     "KIMI_SHARE_DIR",  # Kimi CLI's share folder
     "FACTORY_HOME_OVERRIDE",  # Factory Droid: the home its `.factory` is under
+    "OPENHANDS_PERSISTENCE_DIR",  # OpenHands' persistence folder
     "XDG_DATA_HOME",  # OpenCode's and Kilo Code's data folder
     "XDG_STATE_HOME",  # our own state folder on Linux
 )
