@@ -38,6 +38,7 @@ AGENT_HOMES = (
     "PI_CODING_AGENT_DIR",
     "QWEN_HOME",
     "GROK_HOME",
+    "HERMES_HOME",
     "KILO_DB",
     "KIMI_SHARE_DIR",
     "VIBE_HOME",
@@ -87,6 +88,7 @@ FIXTURE_HOMES = {
     "droid": ".factory",
     "gemini-cli": ".gemini",
     "grok": ".grok",
+    "hermes": ".hermes",
     "kilo-code": ".local/share/kilo",  # its data folder
     "kimi": ".kimi",
     "oh-my-pi": ".",

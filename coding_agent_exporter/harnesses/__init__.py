@@ -21,6 +21,7 @@ from .copilot import Copilot
 from .droid import Droid
 from .gemini_cli import GeminiCli
 from .grok import Grok
+from .hermes import Hermes
 from .kilo import KiloCode
 from .kimi import Kimi
 from .opencode import OpenCode
@@ -37,6 +38,7 @@ HARNESSES: dict[str, type[Harness]] = {
     GeminiCli.name: GeminiCli,
     OpenCode.name: OpenCode,
     Grok.name: Grok,
+    Hermes.name: Hermes,
     KiloCode.name: KiloCode,
     Kimi.name: Kimi,
     Pi.name: Pi,
