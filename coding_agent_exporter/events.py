@@ -77,6 +77,17 @@ class SessionSeen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionClosed:
+    """The agent's own files say a session was closed (Hermes' `ended_at`), or opened again
+    (`closed=False`). A closed session is not live although a process holds the file it shares
+    with other sessions (a database of all of them); a prompt opens it again."""
+
+    session_id: str
+    at: float
+    closed: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TitleSet:
     session_id: str
     title: str
@@ -119,13 +130,17 @@ class UsageTotalsRead:
     settings file, Hermes' session rows): the session's totals are now `usage`. It replaces the
     totals last read for that session, sub-agent and model, never adds to them; only its growth
     counts. A harness whose agent also writes per-call usage emits `ModelResponded` for it
-    instead: per-call usage wins, and the totals are then not emitted at all."""
+    instead: per-call usage wins, and the totals are then not emitted at all. `scope` tells
+    apart totals the agent keeps side by side for one model (Hermes: its own calls per task,
+    `approval`, `title_generation`, beside the conversation's); each replaces only its own,
+    all count for the session."""
 
     session_id: str
     at: float
     model: str
     usage: Usage
     subagent_id: str | None = None
+    scope: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,6 +290,7 @@ class LiveIndexRemoved:
 
 Event = (
     SessionSeen
+    | SessionClosed
     | ModelFailed
     | TitleSet
     | ModelResponded
@@ -304,6 +320,7 @@ __all__ = [
     "ModelResponded",
     "ReviewEnded",
     "RunLaunched",
+    "SessionClosed",
     "SessionSeen",
     "SubagentEnded",
     "SubagentStarted",

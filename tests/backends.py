@@ -232,3 +232,16 @@ HOLD = "import sys,time; f=open(sys.argv[1],'a'); print('held', flush=True); tim
 def holding(path: Path, name: str) -> list[str]:
     """A command that holds `path` open, running under the program name `name` (argv[0])."""
     return ["bash", "-c", f'exec -a {name} "$0" -c "$1" "$2"', sys.executable, HOLD, str(path)]
+
+
+@contextmanager
+def held(path: Path, name: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process named `name` holding `path` open while the block runs (`holding`)."""
+    process = subprocess.Popen(holding(path, name), stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"held\n"
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+        process.stdout.close()

@@ -39,6 +39,7 @@ AGENT_HOMES = (
     "PI_CODING_AGENT_DIR",
     "QWEN_HOME",
     "GROK_HOME",
+    "HERMES_HOME",
     "KILO_DB",
     "KIMI_SHARE_DIR",
     "VIBE_HOME",
@@ -88,6 +89,7 @@ FIXTURE_HOMES = {
     "droid": ".factory",
     "gemini-cli": ".gemini",
     "grok": ".grok",
+    "hermes": ".hermes",
     "kilo-code": ".local/share/kilo",  # its data folder
     "kimi": ".kimi",
     "oh-my-pi": ".",

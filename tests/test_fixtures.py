@@ -15,9 +15,10 @@ OUTPUT_WITHOUT_REASONING = frozenset({"opencode", "kilo-code", "gemini-cli"})
 `output` includes the reasoning, as the metrics table says."""
 TITLE_SOURCES = {"ai": "harness", "auto": "harness"}  # a title the agent generated itself
 TASK_STATES = {"completed": "completed", "error": "failed"}  # OpenCode: the task part's status
-KIND_UNRECORDED = frozenset({"openhands", "pi", "qwen-code"})
+KIND_UNRECORDED = frozenset({"hermes", "openhands", "pi", "qwen-code"})
 """Agents whose files do not say whether a session ran in the TUI or headless (Qwen Code: only
-the TUI's runtime file says interactive; `tests/test_qwen.py` checks it; OpenHands: nothing)."""
+the TUI's runtime file says interactive; `tests/test_qwen.py` checks it; OpenHands: nothing;
+Hermes: `source` is `cli` for all three ways)."""
 
 
 def ours(scenario: Path, tokens: dict[str, int]) -> dict[str, int]:

@@ -111,7 +111,7 @@ CHANGES = st.lists(
 )
 
 
-DATABASES = ("opencode", "kilo-code")  # their rows are fuzzed in test_sqlite.py
+DATABASES = ("opencode", "kilo-code", "hermes")  # SQLite rows: Hermes' fuzzed in test_hermes.py
 
 
 @pytest.mark.parametrize("agent", [a for a in HARNESSES if a not in DATABASES])

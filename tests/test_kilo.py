@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -24,7 +23,7 @@ from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.state import State
 from coding_agent_exporter.web.views import session_rows
 
-from .backends import holding
+from .backends import held as held_by
 from .conftest import FIXTURES, app_for, expected
 
 V = FIXTURES / "kilo-code" / "7.7.7"
@@ -191,16 +190,8 @@ def test_a_resumed_session_is_one_session_of_two_turns() -> None:
 # -- live: a copied database held open by a process named `kilo` --------------------------------
 
 
-@contextlib.contextmanager
-def held(database: Path) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(holding(database, "kilo"), stdout=subprocess.PIPE)
-    assert process.stdout is not None and process.stdout.readline() == b"held\n"
-    try:
-        yield process
-    finally:
-        process.kill()
-        process.wait()
-        process.stdout.close()
+def held(database: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    return held_by(database, "kilo")
 
 
 def copied(home: Path, tmp_path: Path) -> Path:

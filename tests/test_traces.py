@@ -320,7 +320,8 @@ class _Carried(State):
         if isinstance(event, ModelResponded) and event.carried:
             key = (event.session_id, event.message_id)
         elif isinstance(event, UsageTotalsRead):
-            key = (event.session_id, f"totals {event.subagent_id or ''} {event.model}")
+            sub, scope = event.subagent_id or "", event.scope
+            key = (event.session_id, f"totals {sub} {event.model} {scope}")
         if key is not None:
             known = self.carried.setdefault(key, {})
             for kind, value in event.usage.as_dict().items():  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from .copilot import Copilot
 from .droid import Droid
 from .gemini_cli import GeminiCli
 from .grok import Grok
+from .hermes import Hermes
 from .kilo import KiloCode
 from .kimi import Kimi
 from .opencode import OpenCode
@@ -39,6 +40,7 @@ HARNESSES: dict[str, type[Harness]] = {
     OpenCode.name: OpenCode,
     OpenHands.name: OpenHands,
     Grok.name: Grok,
+    Hermes.name: Hermes,
     KiloCode.name: KiloCode,
     Kimi.name: Kimi,
     Pi.name: Pi,

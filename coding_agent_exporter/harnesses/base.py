@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
 
 from ..events import Event
+from ..sources.sqlite_tail import RowWatch as RowWatch  # a table of rows updated in place
 from ..sources.sqlite_tail import TableLog as TableLog  # how a harness names a followed table
 
 FileKind = Literal["jsonl", "zstd", "doc", "sqlite", "text", "docs"]

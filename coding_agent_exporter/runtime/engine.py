@@ -629,12 +629,13 @@ class Engine:
         for row in result.rows:
             try:
                 for column in tail.log.json:
-                    row[column] = loads(str(row[column]))
+                    if column in row:  # not in the rows of a watched table (`RowWatch`)
+                        row[column] = loads(str(row[column]))
             except ValueError as error:
                 self.stats.parse_errors[(agent, "invalid_json")] += 1
                 self._once(path, "invalid_json", agent, f"row {row.get(tail.log.seq)}: {error}")
                 continue
-            self._feed(path, entry, row, f"{tail.log.table} row")
+            self._feed(path, entry, row, f"{row.get('_table', tail.log.table)} row")
 
     def _failed(self, path: Found, entry: _File, error: Exception) -> None:
         """A file that could not be read: forgotten if gone, else counted, logged once."""

@@ -49,6 +49,7 @@ AGENT_VARIABLES = (
     "VIBE_HOME",
     "GROK_HOME",
     "QWEN_HOME",
+    "HERMES_HOME",
     "CLINE_DATA_DIR",  # Cline's data folder
     "CLINE_DIR",  # … or its parent
     "KILO_DB",  # Kilo Code's database, its folder the home

@@ -106,6 +106,7 @@ class Session:
     subs: dict[str, Subagent] | None = None  # by agent id or call id (`subagents`); None: none
     runs: dict[str, Run] | None = None  # runs of sub-agents (workflows) by run id; None: none
     counted: bool = False
+    closed: bool = False  # its files say it was closed (`SessionClosed`): no holder makes it live
     cost: float = 0.0  # USD, estimated from its tokens (`spend`)
     reported_cost: float | None = None  # USD, what the agent says it cost; None: it says nothing
     files: str | tuple[str, ...] | None = None  # the files its work was read from (`read_from`)

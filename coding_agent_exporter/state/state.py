@@ -27,6 +27,7 @@ from ..events import (
     ModelResponded,
     ReviewEnded,
     RunLaunched,
+    SessionClosed,
     SessionSeen,
     SubagentEnded,
     SubagentStarted,
@@ -102,7 +103,7 @@ class State:
         # (agent, message id) → what is counted of a recent response (`Counted`)
         self._usage: OrderedDict[tuple[str, str], Counted] = OrderedDict()
         # (agent, session id, sub-agent id or "", model) → what is counted of its totals
-        self._totals: dict[tuple[str, str, str, str], Counted] = {}
+        self._totals: dict[tuple[str, str, str, str, str], Counted] = {}
         self._seen = SeenIds()
         self._labels: dict[tuple[str, str], set[str]] = {}
 
@@ -126,6 +127,10 @@ class State:
                 self.entries.pop((agent, event.source), None)
             case SessionSeen():
                 self._session_seen(agent, event)
+            case SessionClosed():
+                session = self.session(agent, event.session_id)
+                session.touch(event.at)
+                session.closed = event.closed
             case TitleSet():
                 self.session(agent, event.session_id).set_title(event.title, event.source)
             case ModelResponded():
@@ -275,7 +280,7 @@ class State:
         One entry per session, sub-agent and model (dropped with nothing: sessions are kept)."""
         session = self.session(agent, event.session_id)
         session.touch(event.at)
-        key = (agent, event.session_id, event.subagent_id or "", event.model)
+        key = (agent, event.session_id, event.subagent_id or "", event.model, event.scope)
         counted = self._totals.get(key)
         if counted is None:
             sub = self._subagent_of(session, event.subagent_id)
@@ -335,6 +340,7 @@ class State:
             return
         session = self.session(agent, event.session_id)
         session.touch(event.at)
+        session.closed = False  # a prompt: it runs again
         if session.turn_open_at is not None:
             self._turn_ended(session, event.at, "interrupted")
         session.turn_open_at = event.at
@@ -514,14 +520,15 @@ class State:
     def _settle_held(self, now: float, probe: Probe) -> None:
         """Entries made from open files (agents without a live index): forget those whose process
         is gone; a session held open but quiet for `HELD_QUIET` is not live (Codex' app-server
-        keeps a thread's files open after the TUI exits)."""
+        keeps a thread's files open after the TUI exits), nor one its files say was closed
+        (`SessionClosed`: the holder works on another session of a shared database)."""
         for key, entry in list(self.entries.items()):
             if entry.derived and not alive(entry, probe):
                 del self.entries[key]
         for key, entry in list(self.live.items()):
             session = self.session(*key)
             quiet = now - (session.updated_at or entry.started_at or now) >= HELD_QUIET
-            if entry.derived and session.turn_open_at is None and quiet:
+            if entry.derived and (session.closed or (session.turn_open_at is None and quiet)):
                 del self.live[key]
 
     def status(
