@@ -34,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "fixtures" / "claude-code" / "2.1.332" / "print-tool"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -147,12 +149,12 @@ def main() -> None:
     parser.add_argument("--browser", action="store_true", help="also time the console's drawing")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"load average before: {psutil.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="cae-latency-") as scratch:
         os.environ["XDG_STATE_HOME"] = str(Path(scratch) / "state")  # a state folder of its own
         rename(args.rounds, Path(scratch))
         push(args.rounds, Path(scratch), args.browser)
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    print(f"load average after: {psutil.getloadavg()[0]:.1f}")
     print(
         f"python bench/latency.py --rounds {args.rounds}" + (" --browser" if args.browser else "")
     )
