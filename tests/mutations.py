@@ -50,7 +50,7 @@ class Mutation:
 MUTATIONS = (
     Mutation(
         "label-cap-removed",
-        "state/state.py",
+        "state/base.py",
         '        if len(values) >= MAX_LABEL_VALUES:\n            return "other"\n',
         '        if False:\n            return "other"\n',
         ("tests/test_state.py",),
@@ -66,7 +66,7 @@ MUTATIONS = (
     ),
     Mutation(
         "seen-ids-check-disabled",
-        "state/state.py",
+        "state/responses.py",
         '            if self._seen.add(agent, "message", event.message_id):\n'
         "                return  # a response of a finished session",
         '            if self._seen.add(agent, "message", event.message_id) and False:\n'

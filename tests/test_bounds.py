@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coding_agent_exporter.runtime.app import App
 from coding_agent_exporter.runtime.config import parse
-from coding_agent_exporter.state.state import MAX_LABEL_VALUES
+from coding_agent_exporter.state.base import MAX_LABEL_VALUES
 
 from .conftest import FIXTURES, NOW
 

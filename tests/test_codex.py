@@ -32,7 +32,8 @@ from coding_agent_exporter.harnesses.codex.rollout import RolloutReader
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources.holders import HeldSessions
 from coding_agent_exporter.state.health import Stats
-from coding_agent_exporter.state.state import State, tool_label
+from coding_agent_exporter.state.state import State
+from coding_agent_exporter.state.work import tool_label
 from coding_agent_exporter.web.views import session_rows
 
 from .conftest import FIXTURES, expected, scenario_id, scenarios

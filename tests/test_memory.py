@@ -43,8 +43,9 @@ from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.sources import tail
 from coding_agent_exporter.sources.holders import SHARED_RECENT, HeldSessions
 from coding_agent_exporter.state import seen
+from coding_agent_exporter.state.base import BUSY_SLACK
 from coding_agent_exporter.state.session import ZERO
-from coding_agent_exporter.state.state import BUSY_SLACK, State
+from coding_agent_exporter.state.state import State
 
 from .conftest import FIXTURES
 

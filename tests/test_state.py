@@ -20,7 +20,9 @@ from coding_agent_exporter.events import (
 )
 from coding_agent_exporter.prometheus.collectors import StateCollector
 from coding_agent_exporter.state.labels import ProjectLabel
-from coding_agent_exporter.state.state import ABANDON_AFTER, RECENT_MESSAGES, State, tool_label
+from coding_agent_exporter.state.responses import RECENT_MESSAGES
+from coding_agent_exporter.state.state import ABANDON_AFTER, State
+from coding_agent_exporter.state.work import tool_label
 
 A = "claude-code"
 S = "s1"

@@ -38,10 +38,11 @@ from prometheus_client.core import (
 from prometheus_client.samples import Exemplar
 
 from .. import __version__
+from ..state.base import MAX_LABEL_VALUES, RECENT_SESSIONS
 from ..state.health import Stats
 from ..state.labels import STATES, ProjectLabel
 from ..state.liveness import Probe
-from ..state.state import MAX_LABEL_VALUES, RECENT_SESSIONS, State
+from ..state.state import State
 from ..state.totals import Histogram, Totals
 from .spend import Limit, families, shown
 
