@@ -291,14 +291,14 @@ def test_windows_separator_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
     the `/`-separated path harnesses match, and shallow names sort first as their `Path`s do."""
     from pathlib import PurePosixPath, PureWindowsPath
 
-    from coding_agent_exporter.runtime import engine as module
+    from coding_agent_exporter.runtime import found as module
 
-    monkeypatch.setattr(module, "_SEP", "\\")
+    monkeypatch.setattr(module, "SEP", "\\")
     home = "C:\\Users\\u\\.claude"
     source = Source(ClaudeCode(), Path(home))  # a one-part POSIX path: only its text is used
     name = home + "\\projects\\-C--work\\s.jsonl"
-    assert module._rel(name, source) == PurePosixPath("projects/-C--work/s.jsonl")
+    assert module.rel_of(name, source) == PurePosixPath("projects/-C--work/s.jsonl")
     shallow, deep = home + "\\history.jsonl", name
-    assert module._order((shallow, source))[0] == len(PureWindowsPath(shallow).parts)
-    assert module._order((deep, source))[0] == len(PureWindowsPath(deep).parts)
-    assert module._order((shallow, source)) < module._order((deep, source))
+    assert module.order_of((shallow, source))[0] == len(PureWindowsPath(shallow).parts)
+    assert module.order_of((deep, source))[0] == len(PureWindowsPath(deep).parts)
+    assert module.order_of((shallow, source)) < module.order_of((deep, source))
