@@ -114,3 +114,23 @@ def test_an_oversized_line_is_logged_with_its_number_and_the_limit(
     assert totals(engine) == WHOLE  # the line costs itself, nothing else
     (said,) = [r.getMessage() for r in caplog.records if "oversized_line" in r.getMessage()]
     assert str(path) in said and "line 2 is longer than the limit of 16 MiB: skipped" in said
+
+
+def test_the_walk_tells_which_journals_are_links(
+    tmp_path: Path, journal: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up knows a link for one from the walk's listing, no `lstat` per file: asked of a
+    journal here, `os.path.islink` fails, and a second way to the journal is still read once."""
+    path = journal_path(tmp_path)
+    path.write_bytes(b"".join(journal))
+    path.with_name("a-link.jsonl").symlink_to(path)  # read first: the journal is the alias
+    islink = os.path.islink
+
+    def unasked(name: str | os.PathLike[str]) -> bool:
+        assert not os.fspath(name).endswith(".jsonl"), f"the walk knew: {name}"
+        return islink(name)
+
+    monkeypatch.setattr(os.path, "islink", unasked)
+    engine = engine_on(tmp_path)
+    engine.catch_up()
+    assert totals(engine) == WHOLE and engine.stats.files[A] == 1

@@ -83,6 +83,7 @@ class Engine(Walking, Following):
         piece per turn of the loop, `changed` reading the others in between), oldest first."""
         self._sliced = False  # `changed` at work: a large file is left unfinished, not read whole
         self._links: dict[str, str] = {}  # a linked file's real path → the link followed for it
+        self._linked: set[str] = set()  # of the walk's files not read yet, those that are links
         self._pending: memoryview | None = None  # the cache's new content, not written yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
         self.rewritten: list[str] = []
@@ -122,6 +123,7 @@ class Engine(Walking, Following):
             self._read_all(found, progress, cached=False)
         del found, new, seen  # a name per file: gone before the cache is written (its peak)
         self._walked.clear()
+        self._linked.clear()
         if fresh is None:  # read in the order of the paths: the latest sessions by their times
             with self.state.lock:  # (a warm start's come ranked, with what was read since)
                 self.state.rank_recent()

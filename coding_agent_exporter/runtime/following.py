@@ -71,11 +71,11 @@ class Following(Parts):
             return None
         return kind
 
-    def _open(self, path: str, source: Source, rel: PurePosixPath | None = None) -> Entry | None:
-        """Follow the file at `path` (`rel` below the home, if the walk that found it knew)."""
-        rel = rel or rel_of(path, source)
+    def _open(self, path: str, source: Source, walked: PurePosixPath | None = None) -> Entry | None:
+        """Follow the file at `path` (`walked`: its path below the home, if a walk found it)."""
+        rel = walked or rel_of(path, source)
         kind = self._kind(path, source, rel)
-        if kind is None or self._aliased(path, source):
+        if kind is None or self._aliased(path, source, walked=walked is not None):
             return None
         reader = source.harness.reader(rel)
         limit = getattr(source.harness, "doc_limit", DOC_LIMIT)  # optional: `Harness`
@@ -93,13 +93,19 @@ class Following(Parts):
         self.stats.files[source.harness.name] += 1
         return entry
 
-    def _aliased(self, path: str, source: Source) -> bool:
+    def _aliased(self, path: str, source: Source, *, walked: bool = False) -> bool:
         """`path` is a second way to a file already followed (a link to it, or the file a
         followed link leads to): not read again, each record would count twice. A link costs a
-        look at where it leads; a plain file one look at the links met so far."""
+        look at where it leads; a plain file one look at the links met so far, and one `lstat`
+        unless a walk found it (`walked`: the walk's listing said whether it is a link)."""
         if path in self._links:
             return self._links[path] != path
-        if not os.path.islink(path):
+        if walked:
+            linked = path in self._linked
+            self._linked.discard(path)
+        else:
+            linked = os.path.islink(path)
+        if not linked:
             return False
         real = os.path.realpath(path)
         first = self._links.setdefault(real, path)

@@ -74,6 +74,7 @@ class Parts:
     _walked: dict[str, PurePosixPath]
     _logged: set[tuple[str, str]]
     _links: dict[str, str]
+    _linked: set[str]
     _sliced: bool
     _cached: bool
 

@@ -7,6 +7,7 @@ import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
+from ..sources.tree import walk
 from .found import SEP, Found, Parts, Source, Stale, no_descriptor, rel_of
 
 
@@ -78,8 +79,10 @@ class Walking(Parts):
             self._once(Path(error.filename or top), "read_error", agent, error)
 
         stream = getattr(source.harness, "doc_folder", None)  # optional: see harnesses.base
-        for folder, _, names in os.walk(top, onerror=skipped):
-            rel = None  # once per folder: a file costs no stat
+        if os.path.islink(top):  # the walk tells whether what it found is a link, not `top`
+            self._linked.add(os.fspath(top))
+        for listed in walk(top, skipped):
+            folder, names, rel = listed.path, listed.files, None  # once per folder: no stat a file
             if stream is not None and stream(rel_of(folder, source)):
                 names = []  # one stream, not a file each (`docfolder`)
                 if folder not in known:
@@ -101,6 +104,8 @@ class Walking(Parts):
                 inner = rel / name
                 if source.harness.match(inner) is not None:
                     self._walked[joined] = inner  # matched once: `_open` needs it again
+                    if name in listed.links:
+                        self._linked.add(joined)
                     yield joined, source
 
     def _stirred(self, seen: set[str]) -> list[tuple[Found, Source]]:
