@@ -4,6 +4,7 @@ rebuilt; the cache is never written in an agent's folder."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 import sys
@@ -400,3 +401,27 @@ def test_after_a_rewrite_the_files_sleep_again_and_the_cache_is_today_s(
         ]
 
     assert shown(restarted) == shown(running)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_cache_is_loaded_without_cycle_passes_and_kept_out_of_them_when_asked(
+    tmp_path: Path, keep: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cycle pass runs while a cache loads (one ran at each few hundred objects loaded, over
+    all loaded so far); a command's own start (`keep`) then leaves what it loaded out of them."""
+    app(INTERACTIVE, tmp_path)
+    collecting: list[bool] = []
+    decoded = cache_module._decoded
+
+    def decode(body: memoryview) -> object:
+        collecting.append(gc.isenabled())
+        return decoded(body)
+
+    monkeypatch.setattr(cache_module, "_decoded", decode)
+    frozen = gc.get_freeze_count()
+    try:
+        loaded = Cache(tmp_path, [("claude-code", agent_home(INTERACTIVE))], keep=keep).load()
+        assert loaded is not None and collecting == [False] and gc.isenabled()
+        assert (gc.get_freeze_count() > frozen) is keep
+    finally:
+        gc.unfreeze()

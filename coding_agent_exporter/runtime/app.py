@@ -48,7 +48,10 @@ class App:
         probe: Probe = process_start,
         spans: Spans | None = None,
         cache: bool = False,
+        settle: bool = False,
     ) -> None:
+        """`cache`: start from the catch-up cache, if there is one; `settle`: what it holds
+        lives as long as the process (a command's own start: `cache.Cache`'s `keep`)."""
         self.config, self.clock, self.probe, self.spans = config, clock, probe, spans
         self.state = State(spans.writer if spans is not None else None, config.pricing)
         if spans is not None:
@@ -58,7 +61,8 @@ class App:
         store = None  # no catch-up cache under traces: spans need the turns seen as they are read
         if cache and spans is None and config.state_dir is not None:
             homes = [(s.harness.name, s.home) for s in sources]
-            store = Cache(config.state_dir, homes, priced_by=config.pricing, read=_read(sources))
+            read = _read(sources)
+            store = Cache(config.state_dir, homes, priced_by=config.pricing, read=read, keep=settle)
         self.engine = Engine(sources, self.state, self.stats, store)
         agents = list(config.homes)
         self.registry = CollectorRegistry(auto_describe=True)

@@ -31,6 +31,7 @@ pickling).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import inspect
 import io
@@ -176,11 +177,14 @@ class Cache:
         sources: Sequence[tuple[str, Path]],
         priced_by: str | None = None,
         read: Sequence[Path] | None = None,
+        keep: bool = False,
     ) -> None:
         """`priced_by`: the user's pricing file, if any (its content is part of the key: the
         state holds what the responses cost); `read`: the folders and files the agents' files
         are read from (by default their homes), where the cache is never written. A home that
-        is a folder of other things (`$OPENCODE_DB` in the user's home) is not all read."""
+        is a folder of other things (`$OPENCODE_DB` in the user's home) is not all read.
+        `keep`: what is loaded lives as long as the process (a command's own start), so it is
+        left out of the cycle collector's passes (`gc.freeze`) from the moment it is loaded."""
         self.homes = [path.resolve() for path in read or [home for _, home in sources]]
         key = "\n".join(f"{agent}\t{home}" for agent, home in sources)
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -188,6 +192,7 @@ class Cache:
         pricing = _file_digest(Path(priced_by)) if priced_by else "-"
         self.header = f"{code_digest()}\n{pricing}\n{key}\n".encode()
         self.failure: str | None = None  # why the last `load` found no usable cache, if it failed
+        self.keep = keep
 
     def load(self) -> Snapshot | None:
         """The snapshot written by this very code for these homes, or None."""
@@ -203,10 +208,10 @@ class Cache:
         if not data.startswith(head):
             log.info("catch-up cache %s is from other code or homes: reading all files", self.path)
             return None
+        collecting = gc.isenabled()
+        gc.disable()  # a cycle pass over what is loaded so far, at each few hundred objects more
         try:
-            body = zstandard.ZstdDecompressor().stream_reader(memoryview(data)[len(head) :])
-            dormant = Sleepers.read(body)
-            snapshot = _rebuilt(_Unpickler(body).load(), dormant)
+            snapshot = _decoded(memoryview(data)[len(head) :])
         except Refused as error:  # crafted, or written by a foreign program: never run
             self.failure = "cache_refused"
             log.warning("catch-up cache %s refused (%s): reading all files", self.path, error)
@@ -215,6 +220,11 @@ class Cache:
             self.failure = "cache_damaged"
             log.warning("catch-up cache %s damaged (%r): reading all files", self.path, error)
             return None
+        finally:
+            if collecting:
+                gc.enable()
+        if self.keep and collecting:
+            gc.freeze()
         return snapshot
 
     def dumps(self, snapshot: Snapshot) -> memoryview | None:
@@ -244,6 +254,13 @@ class Cache:
             log.warning("catch-up cache %s not written: %s", self.path, error)
             return False
         return True
+
+
+def _decoded(body: memoryview) -> Snapshot:
+    """The snapshot in a cache file's `body` (after its header)."""
+    stream = zstandard.ZstdDecompressor().stream_reader(body)
+    dormant = Sleepers.read(stream)
+    return _rebuilt(_Unpickler(stream).load(), dormant)
 
 
 class Refused(pickle.UnpicklingError):

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from prometheus_client import generate_latest
 
@@ -47,10 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = parse(sys.argv[1:] if argv is None else argv, os.environ)
     platform.choose(config.probes)
     _logging(config)
+    program = argv is None  # the program itself, not a caller that goes on
     if config.command == "sessions":
-        return _sessions(config)
+        return _sessions(config, program)
     if config.command == "metrics":
-        return _metrics(config)
+        return _metrics(config, program)
     if config.command == "notify":
         return _notify(config)
     if config.command == "traces":
@@ -60,6 +62,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.command == "service":
         return _service(config)
     return _holding(config, serve)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End a one-shot command that wrote all it had to (its output, the cache) at once, while
+    what it built is still referred to: returning, then the interpreter's teardown, would free
+    every object the catch-up made, one by one, for nothing. Only where no thread has work left
+    (no OTLP export, no server)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _holding(config: Config, command: Callable[[Config], int]) -> int:
@@ -158,7 +171,7 @@ def serve(config: Config) -> int:
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL)
     probe = CachedProbe()  # told of every exit below: a scrape probes only new processes
-    app = App(config, spans=spans, cache=True, probe=probe)
+    app = App(config, spans=spans, cache=True, settle=True, probe=probe)
     try:
         pusher = pusher_of(app, config) if config.otlp_metrics else None
     except ValueError as error:
@@ -317,8 +330,8 @@ def _rescanned(app: App, every: float) -> list[Path]:
     return sorted(found)
 
 
-def _sessions(config: Config) -> int:
-    app = App(config, process_metrics=False, cache=True)
+def _sessions(config: Config, program: bool = False) -> int:
+    app = App(config, process_metrics=False, cache=True, settle=program)
     app.catch_up()
     app.engine.save_cache()
     rows = session_rows(app.state, config.project, history=config.all, internal=config.internal)
@@ -328,15 +341,19 @@ def _sessions(config: Config) -> int:
         print(table(rows))
     else:
         print("No live sessions." + ("" if config.all else " (--all lists history too)"))
+    if program:
+        exit_now(0)
     return 0
 
 
-def _metrics(config: Config) -> int:
-    app = App(config, cache=True)
+def _metrics(config: Config, program: bool = False) -> int:
+    app = App(config, cache=True, settle=program)
     app.catch_up()
     sys.stdout.write(generate_latest(app.registry).decode())
     sys.stdout.flush()
     app.engine.save_cache()
+    if program:
+        exit_now(0)
     return 0
 
 
