@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from coding_agent_exporter.events import LiveIndexRead, SessionSeen
+from coding_agent_exporter.state import state as state_module
 from coding_agent_exporter.state.labels import ProjectLabel
 from coding_agent_exporter.state.state import State
 from coding_agent_exporter.web import live
@@ -105,6 +106,23 @@ def test_a_stream_too_far_behind_or_a_new_state_is_reset(fed: tuple[State, Feed,
     assert event(next(stream))[0] == "reset"
     feed.publish(State())  # a state rebuilt from the files (`App.rebuild`)
     assert event(next(stream))[0] == "reset"
+
+
+def test_more_sessions_told_of_than_are_kept_apart_is_a_reset(
+    fed: tuple[State, Feed, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up names every session of history: past `MAX_TOUCHED` the state forgets which
+    (it would keep a key per session while no console takes them) and the streams are reset."""
+    state, feed, stream = fed
+    monkeypatch.setattr(state_module, "MAX_TOUCHED", 3)
+    monkeypatch.setattr(state_module, "DOZE_EVERY", 1)
+    for n in range(5):
+        seen(state, f"s{n}")
+    assert len(state.touched) <= 4
+    feed.publish(state)
+    assert event(next(stream))[0] == "reset"
+    seen(state, "s9")
+    assert state.take_touched() == {("claude-code", "s9")}
 
 
 def test_streams_are_capped_and_end_when_the_feed_closes(

@@ -218,8 +218,8 @@ def test_the_cache_holds_sessions_as_they_were_for_little_memory(tmp_path: Path)
 
     loaded = cache.load()
     assert loaded is not None
-    sessions = loaded.state["sessions"]
-    assert sessions == state.sessions and list(sessions) == list(state.sessions)
+    sessions = loaded.state["awake"]
+    assert sessions == state.awake and list(sessions) == list(state.awake)
     assert sessions[(A, "no-tokens")].tokens == ZERO
     session = sessions[(A, sid)]
     assert session.open_tools["c2"].tool == "Read" and session.subagent(None, "a1") is not None

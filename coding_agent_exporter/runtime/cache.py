@@ -51,6 +51,7 @@ import zstandard
 
 from ..events import Usage
 from ..sources import statedir
+from ..state.asleep import Asleep
 from ..state.session import ZERO, Session
 from .dormant import Sleepers
 
@@ -409,11 +410,11 @@ def _flattened(snapshot: Snapshot) -> Snapshot:
     its sleeping files (written before it, by `Sleepers.write`)."""
     files = _Flat(3, (value for row in snapshot.files for value in row))
     state = dict(snapshot.state)
-    sessions = state.get("sessions")
+    sessions = state.get("awake")
     if isinstance(sessions, dict) and all(
         type(s) is Session and key == (s.agent, s.session_id) for key, s in sessions.items()
     ):
-        state["sessions"] = _Flat(_SESSION_WIDTH, _session_values(sessions.values()))
+        state["awake"] = _Flat(_SESSION_WIDTH, _session_values(sessions.values()))
     return replace(snapshot, files=files, state=state, dormant=None)  # type: ignore[arg-type]
 
 
@@ -427,27 +428,30 @@ def _rebuilt(loaded: object, dormant: Sleepers) -> Snapshot:
     if loaded.dormant is not None:
         raise TypeError("sleeping files in the pickle")
     loaded.dormant = dormant
-    sessions = loaded.state.get("sessions")
+    sessions = loaded.state.get("awake")
     if isinstance(sessions, _Run):
         if sessions.width != _SESSION_WIDTH:
             raise TypeError(f"sessions are not a run of {_SESSION_WIDTH}")
-        loaded.state["sessions"] = {
-            (s.agent, s.session_id): s for s in map(_session, sessions.rows())
-        }
-        _share_names(loaded.state["sessions"].values(), dormant.names)
+        loaded.state["awake"] = {(s.agent, s.session_id): s for s in map(_session, sessions.rows())}
+        _share_names(loaded.state, dormant.names)
     return loaded
 
 
-def _share_names(sessions: Iterable[Session], names: list[str]) -> None:
-    """The files a session was read from, as the very strings naming the sleeping files (loaded
-    apart, they would be a second copy of every path)."""
+def _share_names(state: dict[str, Any], names: list[str]) -> None:
+    """The files a session was read from, awake or asleep, as the very strings naming the
+    sleeping files (loaded apart, they would be a second copy of every path)."""
     same = {name: name for name in names}
-    for session in sessions:
-        files = session.files
-        if isinstance(files, str):
-            session.files = same.get(files, files)
-        elif files is not None:
-            session.files = tuple(same.get(name, name) for name in files)
+    for session in state["awake"].values():
+        session.files = _shared(session.files, same)
+    asleep = state.get("asleep")
+    if isinstance(asleep, Asleep):
+        asleep.files = [_shared(files, same) for files in asleep.files]
+
+
+def _shared(files: str | tuple[str, ...] | None, same: dict[str, str]) -> Any:
+    if isinstance(files, str):
+        return same.get(files, files)
+    return None if files is None else tuple(same.get(name, name) for name in files)
 
 
 def _session(row: list[Any]) -> Session:

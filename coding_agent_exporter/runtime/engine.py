@@ -67,6 +67,8 @@ class Engine(Walking, Following):
         self.state = state
         self.stats = stats or Stats()
         self.cache = cache
+        if cache is not None:  # files fall asleep (`dormant`): their finished sessions too
+            state.files_asleep = self.asleep
         self.workers = pool.workers_wanted() if workers is None else workers
         self.min_bytes = pool.MIN_BYTES  # of unread files, for the workers to start (`pool`)
         self.steal = True  # the main process reads a batch no worker has begun (`pool.Ahead`)
@@ -289,6 +291,7 @@ class Engine(Walking, Following):
             else:
                 files.append((i, entry.tail, entry.reader))
         self._sleepers = sleeping
+        self.state.doze(everything=True)
         return Snapshot(
             harnesses=[source.harness for source in self.sources],
             held=[None if s.held is None else _saved(vars(s.held)) for s in self.sources],
@@ -348,7 +351,7 @@ def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
     return awake | {n for n, i in zip(sleepers.names, sleepers.sources, strict=True) if i == source}
 
 
-_NOT_CACHED = frozenset({"lock", "observer", "find", "touched"})
+_NOT_CACHED = frozenset({"lock", "observer", "find", "touched", "_touched_all", "files_asleep"})
 """Attributes of the state and of `HeldSessions` that belong to this process, not the cache."""
 _STATS_KEPT = ("bytes_read", "records", "parse_errors", "files")
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Callable
 
 from ..events import LiveIndexRead, ReviewEnded
+from .asleep import Asleep
 from .observer import NoObserver, Observer
 from .seen import SeenIds
 from .session import Counted, Session, Subagent
+from .sessions import Sessions
 from .spend import Spend
 from .totals import Totals
 
@@ -40,9 +43,16 @@ class Base:
         self.observer: Observer = observer or NoObserver()
         self.traced_since: float | None = None  # turns from then on are traces: exemplars
         self._waiting: dict[tuple[str, str], tuple[str, float]] = {}  # reason, since
-        self.sessions: dict[tuple[str, str], Session] = {}
+        self.awake: dict[tuple[str, str], Session] = {}  # sessions in full (`sessions`: all)
+        self.asleep = Asleep()  # finished sessions, in columns (`doze`)
+        self._born = 0  # sessions known so far (`Session.born`)
+        self.files_asleep: Callable[[str], bool] | None = None  # the engine's: `doze` works
+        self._applied = 0  # events since the last pass of `doze`
+        self._stirred: set[tuple[str, str]] = set()  # sessions named since then
+        self._drowsy: set[tuple[str, str]] = set()  # sessions that may fall asleep next time
         self._busy: set[tuple[str, str]] = set()  # sessions that may have open work
         self.touched: set[tuple[str, str]] = set()  # sessions told of since `take_touched`
+        self._touched_all = False  # more than `touched` keeps: all of them
         self.recent: OrderedDict[tuple[str, str], None] = OrderedDict()  # latest read last
         self._busy_limit = BUSY_SLACK  # `_busy` is pruned beyond this size
         self.entries: dict[tuple[str, str], LiveIndexRead] = {}  # (agent, index file) → entry
@@ -57,11 +67,21 @@ class Base:
         self._seen = SeenIds()
         self._labels: dict[tuple[str, str], set[str]] = {}
 
+    @property
+    def sessions(self) -> Sessions:
+        """Every session, awake or asleep (read-only: a sleeping one is given as a copy)."""
+        return Sessions(self.awake, self.asleep)
+
     def session(self, agent: str, session_id: str) -> Session:
+        """The session, awake: woken if it slept, made if it is new."""
         key = (agent, session_id)
-        found = self.sessions.get(key)
+        found = self.awake.get(key)
         if found is None:
-            found = self.sessions[key] = Session(agent=agent, session_id=session_id)
+            found = self.asleep.woken(agent, session_id)
+            if found is None:
+                found = Session(agent=agent, session_id=session_id, born=self._born)
+                self._born += 1
+            self.awake[key] = found
         return found
 
     def _recently(self, session: Session) -> None:

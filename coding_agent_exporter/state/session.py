@@ -110,6 +110,7 @@ class Session:
     cost: float = 0.0  # USD, estimated from its tokens (`spend`)
     reported_cost: float | None = None  # USD, what the agent says it cost; None: it says nothing
     files: str | tuple[str, ...] | None = None  # the files its work was read from (`read_from`)
+    born: int = 0  # the state's count of sessions before it: the order sessions are listed in
 
     @property
     def turns(self) -> Mapping[str, int]:

@@ -40,12 +40,19 @@ from ..events import (
     TurnStarted,
     UsageTotalsRead,
 )
+from .asleep import Asleep
 from .base import BUSY_SLACK, RECENT_SESSIONS, interned
 from .labels import live_state
 from .liveness import Probe, alive, holders
+from .observer import NoObserver
 from .session import Session
 from .work import Work
 
+DOZE_EVERY = 1024
+"""Events applied between two passes of `doze`."""
+MAX_TOUCHED = 8192
+"""Sessions noted as told of (`touched`) before they are forgotten for "all of them": a catch-up
+names every session of history, and nobody takes them unless a console is open."""
 ABANDON_AFTER = 120.0
 """A session with no live process and an open turn is closed this long after its last record."""
 IDLE_SETTLE = 2.0
@@ -64,6 +71,7 @@ class State(Work):
             key = (agent, session_id)
             self._busy.add(key)
             self.touched.add(key)
+            self._stirred.add(key)
         match event:
             case LiveIndexRead():
                 self.entries[(agent, event.source)] = event
@@ -122,24 +130,65 @@ class State(Work):
                     self._compacted(agent, event.usage)
         if len(self._busy) > self._busy_limit:  # after the event: it may have opened work
             self._prune_busy()
+        self._applied += 1
+        if self._applied >= DOZE_EVERY:
+            self.doze()
+            if len(self.touched) > MAX_TOUCHED:  # nobody took them (no console open)
+                self.touched, self._touched_all = set(), True
 
     def rank_recent(self) -> None:
         """`recent` made of the sessions with the latest records (a catch-up reads the files in
         the order of their paths, not of their times): once, after it."""
         latest = heapq.nlargest(
             RECENT_SESSIONS,
-            (s for s in self.sessions.values() if s.counted and s.updated_at is not None),
-            key=lambda s: (s.updated_at, s.session_id),
+            (b for b in self.sessions.briefs() if b.counted and b.updated_at is not None),
+            key=lambda b: (b.updated_at, b.key[1]),
         )
-        self.recent = OrderedDict(((s.agent, s.session_id), None) for s in reversed(latest))
+        self.recent = OrderedDict((b.key, None) for b in reversed(latest))
+
+    def doze(self, *, everything: bool = False) -> None:
+        """Finished sessions whose files all sleep (`files_asleep`, told by the engine) fall
+        asleep (`asleep`): those quiet since the last pass, or with `everything` (the end of a
+        catch-up) every awake one. Not a live one, nor one waiting, nor any while traces are
+        written (spans keep their sessions)."""
+        self._applied = 0
+        stirred, self._stirred = self._stirred, set()
+        if self.files_asleep is None or type(self.observer) is not NoObserver:
+            self._drowsy = set()
+            return
+        if everything:
+            candidates, self._drowsy = set(self.awake), set()
+        else:
+            candidates, self._drowsy = self._drowsy - stirred, stirred
+        for key in candidates:
+            session = self.awake.get(key)
+            if session is None:
+                continue
+            if self._sleepy(key, session):
+                del self.awake[key]
+                self.asleep.put(session)
+            else:
+                self._drowsy.add(key)
+
+    def _sleepy(self, key: tuple[str, str], session: Session) -> bool:
+        files, asleep = session.files, self.files_asleep
+        if files is None or asleep is None or not Asleep.can_sleep(session):
+            return False
+        if key in self.live or key in self._waiting:
+            return False
+        return asleep(files) if isinstance(files, str) else all(map(asleep, files))
 
     def waiting(self, key: tuple[str, str]) -> tuple[str, float] | None:
         """Why and since when the live session waits for the user, while it does."""
         return self._waiting.get(key)
 
-    def take_touched(self) -> set[tuple[str, str]]:
-        """The sessions events were applied to since the last call (for `web.live`)."""
+    def take_touched(self) -> set[tuple[str, str]] | None:
+        """The sessions events were applied to since the last call (for `web.live`); None: too
+        many to list (`MAX_TOUCHED`), take them all as changed."""
         touched, self.touched = self.touched, set()
+        if self._touched_all:
+            self._touched_all = False
+            return None
         return touched
 
     def _session_seen(self, agent: str, event: SessionSeen) -> None:
@@ -163,7 +212,7 @@ class State(Work):
     def _prune_busy(self) -> None:
         """Let go of the sessions noted as maybe busy that have no open work (a refresh would
         only skip them): what is kept stays within twice those that have, plus a margin."""
-        self._keep_busy({key for key in self._busy if _has_open_work(self.sessions.get(key))})
+        self._keep_busy({key for key in self._busy if _has_open_work(self.awake.get(key))})
 
     def _keep_busy(self, busy: set[tuple[str, str]]) -> None:
         """`busy` as the sessions that may have open work, in a new set (a set emptied in place
@@ -189,7 +238,7 @@ class State(Work):
                     self._close(session, at, foreground_only=True)
         idle = 0
         for key in list(self._busy):  # not every session of history: only those with work
-            busy = self.sessions.get(key)
+            busy = self.awake.get(key)
             if busy is None or not busy.has_open_work():
                 self._busy.discard(key)
                 idle += 1
@@ -225,7 +274,7 @@ class State(Work):
         workflow runs)."""
         if not entry.derived:
             state = live_state(entry.status)
-            if state == "running" and _background_only(self.sessions.get(key)):
+            if state == "running" and _background_only(self.awake.get(key)):
                 return "background", None, entry.status_at
             return state, entry.reason, entry.status_at
         session = self.session(*key)

@@ -8,9 +8,11 @@ state that changed, tokens that grew. Each publish is a generation; a stream (on
 console) waits for the next generation and writes every row published since its own, merged
 into one event, so a slow client gets fewer, larger events rather than a queue. A stream
 that fell behind the kept generations (`KEEP`) is told to fetch its page again (`reset`), as it
-is after the catch-up and after the state was rebuilt. Nothing is computed while no stream is
-open. Streams are capped (`MAX_STREAMS`); one that waits `KEEPALIVE` seconds with nothing to say
-writes a comment, so proxies keep it open and a gone client is noticed.
+is after the catch-up, after the state was rebuilt, and when more sessions were told of than the
+state keeps apart (`state.MAX_TOUCHED`: a catch-up names every session of history). Nothing is
+computed while no stream is open. Streams are capped (`MAX_STREAMS`); one that waits
+`KEEPALIVE` seconds with nothing to say writes a comment, so proxies keep it open and a gone
+client is noticed.
 
     retry: 2000
     event: hello          data: {"generation": 7, "ready": true}
@@ -72,13 +74,13 @@ class Feed:
         them to fetch their page again, e.g. after the catch-up or a rebuilt state)."""
         with state.lock:  # also keeps publishes of two threads apart
             touched = state.take_touched()
-            if state is not self._state:  # the first, or a state rebuilt from the files
-                reset, self._state = True, state
+            if state is not self._state or touched is None:  # the first, a state rebuilt
+                reset, self._state = True, state  # from the files, or too many to tell apart
             if not self.streams and not reset:
                 self._live = set(state.live)
                 self._sent.clear()  # nobody saw them: a stream fetches its page first
                 return
-            keys = touched | self._live | set(state.live)
+            keys = (touched or set()) | self._live | set(state.live)
             self._live = set(state.live)
             changed = {} if reset else self._changed(rows_of(state, self.project, keys))
         with self._cond:

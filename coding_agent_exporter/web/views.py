@@ -10,6 +10,7 @@ from typing import Any
 from ..events import LiveIndexRead, ReviewEnded, Usage
 from ..state.labels import STATES, ProjectLabel
 from ..state.session import Session, Subagent
+from ..state.sessions import Brief
 from ..state.state import State
 from ..state.times import utc
 
@@ -35,7 +36,7 @@ def session_rows(
     with state.lock:
         if history and internal:
             rows += [_review(agent, r, state, project) for agent, r in state.reviews]
-        rows += [_row_of(state, item[5], project) for item in listed]
+        rows += [_row_of(state, state.sessions[item[4]], project) for item in listed]
     rows.sort(key=lambda r: (_ORDER[r["state"]], -(r["_updated"] or 0.0)))
     for row in rows:
         del row["_updated"]
@@ -80,45 +81,51 @@ def session_page(
         item
         for item in listed
         if all(item[i] in values for i, values in checks)
-        and (not text or text in f"{item[5].title or ''}\n{item[5].session_id}".casefold())
+        and (not text or text in f"{item[5] or ''}\n{item[4][1]}".casefold())
     ]
     matched.sort(key=lambda item: (_ORDER[item[2]], -item[3]))
     with state.lock:
-        rows = [_row_of(state, item[5], project) for item in matched[offset : offset + limit]]
+        window = matched[offset : offset + limit]
+        rows = [_row_of(state, state.sessions[item[4]], project) for item in window]
     for row in rows:
         del row["_updated"]
     counts = {name: dict(found.most_common()) for name, found in facets.items()}
     return Page(len(matched), rows, counts)
 
 
-_Listed = tuple[str, str, str, float, tuple[str, str], Session]
-"""agent, project, state, last activity, key, session: what a list is filtered and sorted by."""
+_Listed = tuple[str, str, str, float, tuple[str, str], str | None]
+"""agent, project, state, last activity, key, title: what a list is filtered and sorted by."""
 
 
 def _listed(state: State, project: ProjectLabel, history: bool) -> list[_Listed]:
-    """The sessions a list holds, without their rows. Under the state's lock only the index
-    of the sessions is copied (a list of references, made in C) and the live ones' states
-    decided (a few); each session's fields are read after it is let go (a field read is
-    whole, if a moment old: the page's rows are made under the lock again)."""
+    """The sessions a list holds, without their rows: under the state's lock, what each is
+    listed by (`Brief`: sleeping sessions are read from their columns, no `Session` made) and
+    the live ones' states (a few); the page's rows are made under the lock again."""
     with state.lock:
-        sessions = list(state.sessions.items()) if history else []
+        sessions = state.sessions
+        briefs = list(sessions.briefs()) if history else []
         live = {key: (entry, state.status(key, entry)[0]) for key, entry in state.live.items()}
         if not history:
-            sessions = [(key, s) for key in live if (s := state.sessions.get(key)) is not None]
+            briefs = [_brief(s) for key in live if (s := sessions.get(key)) is not None]
     projects: dict[str | None, str] = {}
     listed = []
-    for key, session in sessions:
-        entry, status = live.get(key, (None, "ended"))
-        if entry is None and (not history or not session.counted):
+    for brief in briefs:
+        entry, status = live.get(brief.key, (None, "ended"))
+        if entry is None and (not history or not brief.counted):
             continue  # not live; or only named in a title index, never read itself
-        cwd = session.cwd or (entry.cwd if entry else None)
+        cwd = brief.cwd or (entry.cwd if entry else None)
         label = projects.get(cwd)
         if label is None:
             label = projects[cwd] = project(cwd)
-        at = (session.updated_at, entry.updated_at if entry else None)
+        at = (brief.updated_at, entry.updated_at if entry else None)
         updated = max(filter(None, at), default=0.0)
-        listed.append((session.agent, label, status, updated, key, session))
+        listed.append((brief.key[0], label, status, updated, brief.key, brief.title))
     return listed
+
+
+def _brief(session: Session) -> Brief:
+    key = (session.agent, session.session_id)
+    return Brief(key, session.counted, session.cwd, session.updated_at, session.title)
 
 
 def session_row(
