@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import pickle
+from pathlib import Path
 
 import pytest
 
+from coding_agent_exporter.harnesses.claude_code.harness import MetaReader
 from coding_agent_exporter.harnesses.claude_code.journal import JournalReader
 from coding_agent_exporter.runtime.dormant import BLOCK, NAMES_CHUNK, Sleepers
-from coding_agent_exporter.sources.tail import JsonlTail
+from coding_agent_exporter.sources.tail import DocResult, JsonDoc, JsonlTail
 
 
 def _asleep(count: int) -> Sleepers:
@@ -77,3 +79,25 @@ def test_columns_that_do_not_match_are_refused() -> None:
     sleepers.write(out)
     with pytest.raises(ValueError, match="keys or blocks"):
         Sleepers.read(io.BytesIO(out.getvalue()))
+
+
+def test_a_document_sleeps_as_its_names_and_error_and_wakes_the_same(tmp_path: Path) -> None:
+    """A sub-agent's `.meta.json` (half the files of a large history) sleeps as a few values:
+    its follower's last result by its error alone, its reader by its three names."""
+    good, bad = tmp_path / "agent-a1.meta.json", tmp_path / "agent-a2.meta.json"
+    good.write_text('{"agentType": "Explore"}')
+    bad.write_text("{not json")
+    sleepers = Sleepers()
+    for n, path in enumerate((good, bad)):
+        doc = JsonDoc(path)
+        doc.read()
+        key = doc.settled()
+        assert key is not None
+        sleepers.add(0, str(path), key, doc, MetaReader("session", f"a{n}", run_id="run"))
+    for at, error in ((0, None), (1, "invalid_json")):
+        assert b"DocResult" not in sleepers.pickle(at)
+        doc, reader = sleepers.woken(at)
+        assert (doc.file, doc.settled()) == (sleepers.names[at], sleepers.key(at))
+        assert doc.read() == DocResult(False, None, error, 0)  # unchanged: says it again
+        names = (reader.session_id, reader.subagent_id, reader.run_id)
+        assert names == ("session", f"a{at}", "run")

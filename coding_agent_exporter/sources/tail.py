@@ -424,6 +424,15 @@ class JsonDoc:
         self._key: tuple[int, int, int, int] | None = None
         self._last = _NOTHING
 
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Flat, for the catch-up cache, which keeps one per sleeping document (`dormant`):
+        the last result by its error alone, all that `_settle` keeps of it."""
+        return (self.file, self._text, self._max, self._key, self._last.error)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.file, self._text, self._max, self._key, error = state
+        self._last = _NOTHING if error is None else DocResult(False, None, error, 0)
+
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""
         try:

@@ -104,6 +104,10 @@ class MetaReader:
         self.subagent_id = subagent_id
         self.run_id = run_id
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Its three names: what the catch-up cache keeps of a sleeping `.meta.json`."""
+        return MetaReader, (self.session_id, self.subagent_id, self.run_id)
+
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
             return []
