@@ -176,7 +176,7 @@ class Engine(Walking, Following):
             kind = self._kind(path, source, rel)
             size = size_of(path)  # a link: read here, where it is known for one (`_aliased`)
             if kind in ("jsonl", "zstd") and size is not None:
-                job = Job(position, source.harness, rel, Path(path), kind == "zstd", content)
+                job = Job(position, source.harness, rel, path, kind == "zstd", content)
                 jobs.append(job)
                 sizes.append(size)
         if sum(sizes) < self.min_bytes:

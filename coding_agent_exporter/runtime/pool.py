@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass, field, replace
 from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -114,7 +114,8 @@ class Job:
     position: int
     harness: Harness
     rel: PurePosixPath
-    path: Path
+    path: str
+    """The file's name as the walk made it (a `Path` per file costs more to make and to send)."""
     compressed: bool
     content: bool
     """Keep what the records say (prompts, replies, tool arguments and results): only spans
