@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode
+from coding_agent_exporter.runtime.cache import Cache
 from coding_agent_exporter.runtime.engine import Engine, Source
 from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.state import State
@@ -200,6 +201,38 @@ def test_live_index_change_and_removal(tmp_path: Path) -> None:
     engine.changed([index])
     engine.state.refresh(2000.0, lambda pid: 1_700_000_000.0)
     assert engine.state.live == {}
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["awake", "asleep"])
+def test_a_first_start_reads_the_live_index_before_the_history_and_again_after_the_watch(
+    tmp_path: Path, journal: list[bytes], cached: bool
+) -> None:
+    """A cold catch-up reads the live index first (a session waiting for its user shows
+    before the history is walked), then starts the watcher (`watch`), then reads the history
+    and looks at the index files again: a change or a removal made before the watch is seen."""
+    home = tmp_path / "home"
+    journal_path(home).write_bytes(b"".join(journal))
+    index, other = home / "sessions" / "4242.json", home / "sessions" / "4343.json"
+    index.parent.mkdir()
+    doc = {"pid": 4242, "sessionId": "s1", "startedAt": 1_700_000_000_000, "status": "busy"}
+    index.write_text(json.dumps(doc))
+    other.write_text(json.dumps({**doc, "pid": 4343, "sessionId": "s2"}))
+    cache = Cache(tmp_path / "state", [(A, home)]) if cached else None
+    engine = Engine([Source(ClaudeCode(), home)], State(), Stats(), cache)
+    at_watch: list[tuple[set[str], int]] = []
+
+    def watch() -> None:
+        at_watch.append(({e.session_id for e in engine.state.entries.values()}, totals(engine)[0]))
+        index.write_text(json.dumps({**doc, "status": "waiting", "waitingFor": "input"}))
+        os.utime(index, ns=(1, 1))  # a same-size rewrite within one clock tick is still seen
+        other.unlink()
+
+    engine.catch_up(watch=watch)
+    assert at_watch == [({"s1", "s2"}, 0)]  # the live index read, nothing of the history yet
+    engine.state.refresh(2000.0, lambda pid: 1_700_000_000.0)
+    assert list(engine.state.live) == [(A, "s1")]
+    assert engine.state.live[(A, "s1")].reason == "input"
+    assert totals(engine) == (2, 1, 1)
 
 
 def test_missing_home_is_no_error(tmp_path: Path) -> None:

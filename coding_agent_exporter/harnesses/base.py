@@ -156,6 +156,10 @@ class Harness(Protocol):
     # one file tells with the readers of others: glob patterns (relative to the home) of the
     # files to read with the one at `rel` when a session's turns are replayed from its files
     # (`runtime.replay`; Vibe's session folders, Gemini CLI's logs).
+    # Optional: `live_dirs`, those of `watch_dirs` that hold only the agent's live index
+    # (Claude Code's `sessions/`), whose files come before the agent's others in the
+    # catch-up's order (shallower): a first start reads them before it walks the history, so
+    # a session waiting for its user shows at once (`runtime.engine`).
     # Optional: `doc_limit`, the largest "doc" file (bytes) its readers take, for an agent
     # whose whole documents grow with the session (default `sources.tail.DOC_LIMIT`, 1 MiB;
     # Cline's messages files, which hold every tool output of the conversation).

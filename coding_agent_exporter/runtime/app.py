@@ -78,7 +78,8 @@ class App:
             PlatformCollector(registry=self.registry)
             GCCollector(registry=self.registry)
 
-    def catch_up(self) -> None:
+    def catch_up(self, watch: Callable[[], None] | None = None) -> None:
+        """Read the agents' files (`Engine.catch_up`; `watch`: the watcher's start)."""
         started, last = time.monotonic(), [time.monotonic()]
         for name, found in self.config.settings.items():  # a mistyped home says so at once
             if found.home.is_dir():
@@ -93,7 +94,7 @@ class App:
                 last[0] = now
                 log.info("catching up: %d/%d files (%d%%)", done, total, 100 * done // total)
 
-        self.engine.catch_up(progress)
+        self.engine.catch_up(progress, watch)
         self.refresh()
         per_agent = ", ".join(f"{a} {n}" for a, n in sorted(self.stats.files.items()) if n)
         log.info(

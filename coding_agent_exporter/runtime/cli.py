@@ -239,8 +239,7 @@ def serve(config: Config) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    watcher = Watcher(app.engine.roots)
-    watcher.start()  # before catching up, so nothing written meanwhile is missed
+    watcher = Watcher(app.engine.roots)  # started by the catch-up once the live state is read
     live = livefiles.make(watcher.report)  # macOS, Windows: the live files followed directly
     live.start()
     rescanned = _rescanned(app, config.wsl_rescan)
@@ -253,7 +252,7 @@ def serve(config: Config) -> int:
     procs = ProcessWatch(exited)
     procs.start()
     try:
-        app.catch_up()
+        app.catch_up(watch=watcher.start)  # nothing written from then on is missed
         ready.set()
         feed.publish(app.state, reset=True, ready=True)
         if pusher is not None:

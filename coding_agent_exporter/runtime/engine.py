@@ -96,14 +96,29 @@ class Engine(Walking, Following):
     def roots(self) -> list[Path]:
         return [s.home / d for s in self.sources for d in s.harness.watch_dirs]
 
-    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> None:
+    def catch_up(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        watch: Callable[[], None] | None = None,
+    ) -> None:
         """Read every file once, in an order that depends on the paths alone (shallow ones
         first, then by name), never on modification times, which a copy or a checkout reshuffles:
         the same files always give the same counts, sessions and spans.
 
         With a cache, the last catch-up's result is loaded first, then only what changed since
-        is read (`cache`); the result is taken for the cache before any process is probed."""
+        is read (`cache`); the result is taken for the cache before any process is probed.
+        Without one, the agents' live indexes (`live_dirs`, the first files of their agents in
+        that order) are read before the history is walked: a session waiting for its user shows
+        at once. `watch` (the watcher's start) is called then, before the walk: the files read
+        before it are looked at again after it, so no change is missed."""
         snapshot = self._load()
+        if snapshot is None:
+            self._read_live()
+        followed: list[tuple[Found, Source]] = [
+            (n, self._source_of_entry(e)) for n, e in self._files.items()
+        ]
+        if watch is not None:
+            watch()
         new: list[tuple[Found, Source]] = []
         seen: set[str] = set()  # the files the cache's result read that are still there
         for i, source in enumerate(self.sources):
@@ -111,7 +126,7 @@ class Engine(Walking, Following):
         fresh = self._restore(snapshot)
         read_before = sum(self.stats.bytes_read.values())
         try:
-            found = new + self._stirred(seen) if fresh is not None else new
+            found = new + self._stirred(seen) if fresh is not None else new + followed
             found.sort(key=order_of)
             self._read_all(found, progress, cached=fresh is not None)
         except Stale as why:  # counters are rebuilt from today's files: read them all
@@ -136,6 +151,16 @@ class Engine(Walking, Following):
         for source in self.sources:
             if source.held is not None:
                 self._apply(source, source.held.probe(list(source.held.sessions)))
+
+    def _read_live(self) -> None:
+        """The files of the agents' live indexes (`live_dirs`), read in the catch-up's order."""
+        found: list[tuple[Found, Source]] = []
+        for source in self.sources:
+            live = getattr(source.harness, "live_dirs", ())  # optional: see harnesses.base
+            if live:
+                found += self._scan(source, only=[source.home / folder for folder in live])
+        found.sort(key=order_of)
+        self._read_all(found, None, cached=False)
 
     def _read_all(
         self,

@@ -44,6 +44,7 @@ class ClaudeCode(Defaults):
     name: ClassVar[str] = "claude-code"
     home_flag: ClassVar[str] = "claude.home"
     watch_dirs: ClassVar[tuple[str, ...]] = ("projects", "sessions")
+    live_dirs: ClassVar[tuple[str, ...]] = ("sessions",)  # the live index: read first
     holder_names: ClassVar[tuple[str, ...]] = ()  # the live index says who runs
     lean: ClassVar[type[Record]] = Record
 
