@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+from array import array
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -131,3 +132,29 @@ def test_fake_win32_stat_is_taken_through_a_handle(tmp_path: Path) -> None:
     assert st.st_size == 8 and st.st_ino == path.stat().st_ino
     assert len(fake.calls) == 1
     assert reading.stat_current(str(path)) == os.stat(path)  # POSIX: the plain call
+
+
+def test_changed_finds_what_stat_key_tells_apart(tmp_path: Path) -> None:
+    """`changed` looks at many files in one loop and finds exactly those whose `stat_key`
+    differs: a new mtime, a new size, another file of the same size and mtime (a new inode),
+    a file gone; not one left as it was."""
+    names = [str(tmp_path / f"f{i}") for i in range(6)]
+    for name in names:
+        Path(name).write_text("abc")
+        os.utime(name, ns=(10**9, 10**9))
+    keys = array("q", [v for name in names for v in reading.stat_key(os.stat(name))])
+    os.utime(names[1], ns=(2 * 10**9, 2 * 10**9))
+    Path(names[2]).write_text("abcd")
+    os.utime(names[2], ns=(10**9, 10**9))
+    Path(names[3]).unlink()
+    Path(tmp_path / "new").write_text("abc")
+    os.replace(tmp_path / "new", names[4])
+    os.utime(names[4], ns=(10**9, 10**9))
+    assert reading.changed(names, keys) == [1, 2, 3, 4]
+    expected = [
+        i
+        for i, name in enumerate(names)
+        if not os.path.exists(name)
+        or reading.stat_key(os.stat(name)) != tuple(keys[4 * i : 4 * i + 4])
+    ]
+    assert expected == [1, 2, 3, 4]

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from ..sources.reading import stat_current, stat_key
+from ..sources.reading import changed, stat_current, stat_key
 from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl
 
 Key = tuple[int, int, int, int]
@@ -102,6 +102,10 @@ class Sleepers:
         except OSError:
             return False
         return stat_key(st) == self.key(at)
+
+    def changed(self) -> list[int]:
+        """The files as `unchanged` would find them changed, all at once (`reading.changed`)."""
+        return changed(self.names, self.keys)
 
     def woken(self, at: int) -> tuple[Any, Any]:
         """The follower and reader of file `at`, as they were; the file no longer sleeps here."""

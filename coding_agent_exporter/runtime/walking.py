@@ -110,15 +110,15 @@ class Walking(Parts):
 
     def _stirred(self, seen: set[str]) -> list[tuple[Found, Source]]:
         """The followed files to read again after loading the cache's result: each one awake,
-        and each sleeping one whose `stat` changed. A file not `seen` by the walk is gone:
-        `Stale`, since what it added cannot be taken back."""
-        stirred: list[tuple[Found, Source]] = []
-        unchanged = self._sleepers.unchanged
-        for name, entry in self._files.items():
-            if name not in seen:
-                raise Stale("a file is gone")
-            if not isinstance(entry, int):
-                stirred.append((name, entry.source))
-            elif not unchanged(entry):
-                stirred.append((name, self._source_of_sleeper(entry)))
+        and each sleeping one whose `stat` changed (all looked at in one loop). A file not
+        `seen` by the walk is gone: `Stale`, since what it added cannot be taken back."""
+        if not seen.issuperset(self._files):
+            raise Stale("a file is gone")
+        files, names = self._files, self._sleepers.names
+        stirred: list[tuple[Found, Source]] = [
+            (name, entry.source) for name, entry in files.items() if not isinstance(entry, int)
+        ]
+        for at in self._sleepers.changed():
+            if files.get(names[at]) == at:  # asleep (a woken file's name is left behind)
+                stirred.append((names[at], self._source_of_sleeper(at)))
         return stirred

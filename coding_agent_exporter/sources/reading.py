@@ -26,7 +26,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any, Protocol, cast
 
@@ -34,6 +35,7 @@ from . import mounts, platform
 
 __all__ = [
     "Pread",
+    "changed",
     "identity",
     "open_regular",
     "pread_for",
@@ -187,3 +189,29 @@ def identity(st: os.stat_result) -> tuple[int, int]:
 def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     """What says a file has not changed: its identity, size and mtime."""
     return (*identity(st), st.st_size, st.st_mtime_ns)
+
+
+def changed(names: Sequence[str], keys: array[int]) -> list[int]:
+    """The indexes `i` of the files of `names` whose `stat_key` is no longer `keys[4 * i : 4 *
+    i + 4]`, or that cannot be looked at: what `stat_key` compares, in one loop (a warm start
+    looks at every file it read before: 50,000 of them, where a call per file cost as much as
+    the `stat`)."""
+    look = stat_current if platform.current().windows else os.stat
+    unstable = mounts.unstable_devices()
+    found = []
+    for i, name in enumerate(names):
+        try:
+            st = look(name)
+        except OSError:
+            found.append(i)
+            continue
+        at = 4 * i
+        if st.st_mtime_ns != keys[at + 3] or st.st_size != keys[at + 2]:
+            found.append(i)
+            continue
+        device, inode = st.st_dev, st.st_ino
+        if inode == 0 or device in unstable:  # as `identity` says
+            device = inode = 0
+        if device != keys[at] or inode != keys[at + 1]:
+            found.append(i)
+    return found
