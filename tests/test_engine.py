@@ -258,8 +258,13 @@ def test_credentials_are_never_opened(tmp_path: Path, monkeypatch: pytest.Monkey
     assert opened and not [p for p in opened if p.endswith((".key", "credentials.json"))]
 
 
-def test_rescan_finds_changes_without_file_events(tmp_path: Path, journal: list[bytes]) -> None:
-    """The fallback when inotify watches run out: a rescan sees new, grown and gone files."""
+def test_rescan_finds_changes_without_file_events(
+    tmp_path: Path, journal: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback when inotify watches run out: a rescan sees new, grown and gone files. A
+    followed file is looked at as the name it is followed by, its source known from its
+    follower: no home is asked which one holds it (a `Path` made and compared per home), as
+    for a path a watcher reports or a new file."""
     path = journal_path(tmp_path)
     path.write_bytes(b"".join(journal[:4]))
     engine = engine_on(tmp_path)
@@ -268,12 +273,42 @@ def test_rescan_finds_changes_without_file_events(tmp_path: Path, journal: list[
         f.write(b"".join(journal[4:]))
     other = path.with_name("11111111-2222-3333-4444-555555555555.jsonl")
     other.write_bytes(b"".join(journal).replace(b"0cb4ee5f", b"11111111"))
+    asked: list[Path] = []
+    source_of = engine._source_of
+    monkeypatch.setattr(engine, "_source_of", lambda p: asked.append(p) or source_of(p))
     engine.rescan()
-    assert engine.stats.files[A] == 2
+    assert asked == [other] and engine.stats.files[A] == 2
     assert sum(engine.state.totals.turns.values()) == 1  # the copy's prompt counts once
     other.unlink()
     engine.rescan()
     assert engine.stats.files[A] == 1
+
+
+@pytest.mark.parametrize("windows", [False, True], ids=["posix", "windows-simulated"])
+def test_a_rescan_reads_in_the_order_of_the_paths(
+    windows: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names sort as their `Path`s do, part by part (`a/b` before `a-b`, which a sort of the
+    text would put first), and on Windows (SIMULATED: its separator and case folding) as
+    `PureWindowsPath`s do."""
+    import ntpath
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    from coding_agent_exporter.runtime import found
+
+    parts = ["a", "a-b", "a.b", "a b", "A", "a0", "ä", "ab"]
+    names = [f"/h/{x}/{y}" for x in parts for y in parts] + [f"/h/{x}" for x in parts]
+    flavour = PurePosixPath
+    if windows:
+        monkeypatch.setattr(found, "SEP", "\\")
+        monkeypatch.setattr(os.path, "normcase", ntpath.normcase)
+        names, flavour = (
+            [n.replace("/", "\\").replace("\\h", "C:\\h", 1) for n in names],
+            PureWindowsPath,
+        )
+    by_path = [str(p) for p in sorted(map(flavour, names))]
+    assert sorted(names, key=found.path_order) == by_path
+    assert sorted(names) != by_path  # the text alone sorts them otherwise
 
 
 def test_a_record_with_a_field_of_the_wrong_type_is_rejected_whole(

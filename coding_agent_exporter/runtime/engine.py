@@ -44,6 +44,7 @@ from .found import (
     key_of,
     name_of,
     order_of,
+    path_order,
     rel_of,
     size_of,
 )
@@ -208,8 +209,9 @@ class Engine(Walking, Following):
             return nullcontext()
         return Ahead(pool.batches(jobs, sizes), self.workers, steal=self.steal)
 
-    def changed(self, paths: Iterable[Path]) -> None:
-        """Handle what the watcher reported: files read again, folders scanned for new files."""
+    def changed(self, paths: Iterable[Found]) -> None:
+        """Handle what the watcher reported: files read again, folders scanned for new files.
+        A followed file may come as its name (`rescan`: no `Path` made, its source known)."""
         touched: dict[int, tuple[Source, list[Path]]] = {}
         self._sliced = True
         try:
@@ -221,13 +223,18 @@ class Engine(Walking, Following):
                 self._apply(source, source.held.probe(changed))
 
     def _changed(
-        self, paths: Iterable[Path], touched: dict[int, tuple[Source, list[Path]]]
+        self, paths: Iterable[Found], touched: dict[int, tuple[Source, list[Path]]]
     ) -> None:
         for reported in paths:
-            source = self._source_of(reported)
+            entry = self._files.get(reported) if isinstance(reported, str) else None
+            if entry is not None:
+                self._read_on(name_of(reported), entry, touched)
+                continue
+            told = Path(reported)
+            source = self._source_of(told)
             if source is None:
                 continue
-            path = folder_of(database_of(reported, source), source)
+            path = folder_of(database_of(told, source), source)
             if str(path) in self._files or not path.is_dir():
                 self._read(path, source)
                 touched.setdefault(id(source), (source, []))[1].append(path)
@@ -235,6 +242,16 @@ class Engine(Walking, Following):
                 for found, _ in self._walk(source, path):
                     self._read(found, source)
                     touched.setdefault(id(source), (source, []))[1].append(Path(found))
+
+    def _read_on(
+        self, name: str, entry: Entry | int, touched: dict[int, tuple[Source, list[Path]]]
+    ) -> None:
+        """A followed file named as such: read on, its source known (a `Path` made only for a
+        source with holders to probe)."""
+        source = self._source_of_entry(entry)
+        self._read(name, source)
+        if source.held is not None:
+            touched.setdefault(id(source), (source, []))[1].append(Path(name))
 
     def read_files(self, names: Iterable[str], last_bytes: int | None = None) -> int:
         """Read these files of the homes once, in the catch-up's order (a session's files,
@@ -263,14 +280,16 @@ class Engine(Walking, Following):
         left): unchanged files cost one stat, new ones are read, gone ones are forgotten.
         `roots`: only the files under these watched folders (a Windows drive under WSL)."""
         if roots is None:
-            paths = [Path(path) for source in self.sources for path, _ in self._scan(source)]
-            self.changed(sorted({*paths, *map(Path, self._files)}))
-            return
-        tops = [os.fspath(root) for root in roots]
-        under = tuple(top + SEP for top in tops)
-        paths = [Path(p) for source in self.sources for p, _ in self._scan(source, only=roots)]
-        followed = [Path(name) for name in self._files if name.startswith(under) or name in tops]
-        self.changed(sorted({*paths, *followed}))
+            names = {name_of(path) for source in self.sources for path, _ in self._scan(source)}
+            names.update(self._files)
+        else:
+            tops = [os.fspath(root) for root in roots]
+            under = tuple(top + SEP for top in tops)
+            found = (p for source in self.sources for p, _ in self._scan(source, only=roots))
+            names = {name_of(path) for path in found}
+            names.update(name for name in self._files if name.startswith(under) or name in tops)
+        ordered: list[str] = sorted(names, key=path_order)
+        self.changed(ordered)
 
     def watched(self) -> list[tuple[str, Path]]:
         """Each watched folder (or file) of each source, with its agent."""

@@ -116,6 +116,12 @@ def order_of(item: tuple[Found, Source]) -> tuple[int, str]:
     return path.count(sep) + 1, path
 
 
+def path_order(name: str) -> str:
+    """Sorts names as their `Path`s sort, part by part (without case on Windows), none made:
+    the separator as the least of characters, which no name holds."""
+    return os.path.normcase(name).replace(SEP, "\0")
+
+
 def database_of(path: Path, source: Source) -> Path:
     """A SQLite companion file (`x.db-wal`) stands for its database when the harness reads it."""
     for suffix in _COMPANIONS:
