@@ -22,7 +22,6 @@ from prometheus_client import generate_latest
 from ..prometheus.collectors import StateErrorsCollector
 from ..sources import mounts, platform, statedir
 from ..sources.processes import CachedProbe, process_start
-from ..web import api, webconfig
 from ..web.views import iso, session_rows, table
 from .app import App, Spans
 from .config import Config, parse
@@ -154,6 +153,7 @@ def serve(config: Config) -> int:
     from ..sources import livefiles
     from ..sources.procwatch import ProcessWatch
     from ..sources.watch import Watcher
+    from ..web import api, webconfig
     from ..web.hosts import HostPolicy
     from ..web.live import Feed
     from ..web.server import Server
