@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 import pytest
+import zstandard
 from prometheus_client import generate_latest
 
 from coding_agent_exporter.runtime import cache as cache_module
@@ -82,6 +83,11 @@ def test_a_warm_start_knows_each_session_s_files_as_the_names_of_its_sleeping_fi
     assert files == {k: s.file_names for k, s in cold.state.sessions.items() if s.counted}
     names = {id(name) for name in warm.engine._sleepers.names}
     assert all(id(f) in names for fs in files.values() for f in fs) and names
+    head = MAGIC + Cache(tmp_path, [("claude-code", agent_home(home))]).header
+    (written,) = cache_files(tmp_path)
+    body = zstandard.ZstdDecompressor().stream_reader(written.read_bytes()[len(head) :]).read()
+    for name in {f for fs in files.values() for f in fs}:  # written once: its index thereafter
+        assert body.count(name.encode()) == 1
 
 
 def test_a_warm_start_keeps_the_latest_sessions_ranked_by_time(tmp_path: Path) -> None:

@@ -391,30 +391,61 @@ class _Flat:
 
 _SESSION = tuple(f.name for f in dataclasses.fields(Session))
 _TOKENS = _SESSION.index("tokens")
+_FILES = _SESSION[_TOKENS + 1 :].index("files")  # among the fields after the tokens
 _USAGE = tuple(f.name for f in dataclasses.fields(Usage))
 _SESSION_WIDTH = len(_SESSION) - 1 + len(_USAGE)
 
 
-def _session_values(sessions: Iterable[Session]) -> Iterator[Any]:
-    """Each session's fields, its token counts in place of its `Usage`."""
+def _session_values(sessions: Iterable[Session], index: dict[str, int]) -> Iterator[Any]:
+    """Each session's fields, its token counts in place of its `Usage`, its files by `index`."""
     before, after = attrgetter(*_SESSION[:_TOKENS]), attrgetter(*_SESSION[_TOKENS + 1 :])
     tokens = attrgetter(*_USAGE)
     for session in sessions:
         yield from before(session)
         yield from tokens(session.tokens)
-        yield from after(session)
+        rest = after(session)
+        yield from rest[:_FILES]
+        yield _indexed(rest[_FILES], index)
+        yield from rest[_FILES + 1 :]
+
+
+Files = str | int | tuple[str | int, ...] | None
+"""A session's files as the cache writes them: a sleeping file by its index among the
+sleeping files, whose names the cache holds already (a path of ~120 bytes each written, read
+and hashed twice, where an index is a few bytes); any other by its name."""
+
+
+def _indexed(files: str | tuple[str, ...] | None, index: dict[str, int]) -> Files:
+    if isinstance(files, str):
+        return index.get(files, files)
+    return None if files is None else tuple(index.get(name, name) for name in files)
+
+
+def _named(files: Files, names: list[str]) -> str | tuple[str, ...] | None:
+    """What `_indexed` wrote, as names: the very strings naming the sleeping files."""
+    if isinstance(files, int):
+        return names[files]
+    if isinstance(files, tuple):
+        return tuple(names[f] if isinstance(f, int) else f for f in files)
+    return files
 
 
 def _flattened(snapshot: Snapshot) -> Snapshot:
     """The snapshot with its files and the state's sessions as flat runs (`_Run`), without
-    its sleeping files (written before it, by `Sleepers.write`)."""
+    its sleeping files (written before it, by `Sleepers.write`), the sessions' files by their
+    index among those (`Files`)."""
     files = _Flat(3, (value for row in snapshot.files for value in row))
     state = dict(snapshot.state)
+    index = {name: i for i, name in enumerate(snapshot.dormant.names)}
     sessions = state.get("awake")
     if isinstance(sessions, dict) and all(
         type(s) is Session and key == (s.agent, s.session_id) for key, s in sessions.items()
     ):
-        state["awake"] = _Flat(_SESSION_WIDTH, _session_values(sessions.values()))
+        state["awake"] = _Flat(_SESSION_WIDTH, _session_values(sessions.values(), index))
+    asleep = state.get("asleep")
+    if isinstance(asleep, Asleep):
+        state["asleep"] = written = object.__new__(Asleep)  # the same columns but its files
+        vars(written).update(vars(asleep), files=[_indexed(f, index) for f in asleep.files])
     return replace(snapshot, files=files, state=state, dormant=None)  # type: ignore[arg-type]
 
 
@@ -433,25 +464,12 @@ def _rebuilt(loaded: object, dormant: Sleepers) -> Snapshot:
         if sessions.width != _SESSION_WIDTH:
             raise TypeError(f"sessions are not a run of {_SESSION_WIDTH}")
         loaded.state["awake"] = {(s.agent, s.session_id): s for s in map(_session, sessions.rows())}
-        _share_names(loaded.state, dormant.names)
-    return loaded
-
-
-def _share_names(state: dict[str, Any], names: list[str]) -> None:
-    """The files a session was read from, awake or asleep, as the very strings naming the
-    sleeping files (loaded apart, they would be a second copy of every path)."""
-    same = {name: name for name in names}
-    for session in state["awake"].values():
-        session.files = _shared(session.files, same)
-    asleep = state.get("asleep")
+        for session in loaded.state["awake"].values():
+            session.files = _named(session.files, dormant.names)
+    asleep = loaded.state.get("asleep")
     if isinstance(asleep, Asleep):
-        asleep.files = [_shared(files, same) for files in asleep.files]
-
-
-def _shared(files: str | tuple[str, ...] | None, same: dict[str, str]) -> Any:
-    if isinstance(files, str):
-        return same.get(files, files)
-    return None if files is None else tuple(same.get(name, name) for name in files)
+        asleep.files = [_named(files, dormant.names) for files in asleep.files]
+    return loaded
 
 
 def _session(row: list[Any]) -> Session:
