@@ -4,10 +4,13 @@
 FROM python:3.11.7-slim-bookworm
 
 WORKDIR /src
-COPY requirements.lock pyproject.toml README.md ./
+# Pure Python (setup.py's fallback, asked for): compiling the per-record modules would need a C
+# compiler and mypy in the image, for a faster catch-up (docs/performance.md).
+COPY requirements.lock pyproject.toml setup.py README.md ./
+COPY _build ./_build
 COPY coding_agent_exporter ./coding_agent_exporter
 RUN pip install --no-cache-dir --no-deps -r requirements.lock \
-    && pip install --no-cache-dir --no-deps . \
+    && CODING_AGENT_EXPORTER_PURE_PYTHON=1 pip install --no-cache-dir --no-deps . \
     && rm -rf /src \
     && useradd --create-home --uid 1000 agent \
     && mkdir -m 1777 /state

@@ -7,14 +7,40 @@ folds them. Times are Unix seconds taken from the records themselves (never from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeVar
 
 TurnOutcome = Literal["completed", "interrupted", "failed"]
 ToolOutcome = Literal["ok", "error", "rejected", "cancelled"]
 SubagentOutcome = Literal["completed", "failed", "cancelled"]
 TitleSource = Literal["user", "harness", "process", "prompt"]
 Kind = Literal["interactive", "headless"]
+_T = TypeVar("_T")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+class _Pickled:
+    """Pickled as the class and its field values, rebuilt by its `__init__` (`_made`): a frozen
+    dataclass compiled by mypyc (`setup.py`) is not made without calling it, nor can its
+    fields be set one by one. The catch-up cache and the catch-up workers pickle events."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        cls = type(self)
+        return _made, (cls, tuple([getattr(self, name) for name in _names(cls)]))
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _made(cls: type[_T], values: tuple[Any, ...]) -> _T:
+    """An event of class `cls` whose fields are `values`, in the order of its fields."""
+    return cls(**dict(zip(_names(cls), values, strict=True)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +50,10 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     reasoning: int = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__` (see `_Pickled`)."""
+        return Usage, (self.input, self.output, self.cache_read, self.cache_write, self.reasoning)
 
     def max(self, other: Usage) -> Usage:
         return Usage(
@@ -66,7 +96,7 @@ TOKEN_TYPES = ("input", "output", "cache_read", "cache_write", "reasoning")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionSeen:
+class SessionSeen(_Pickled):
     session_id: str
     at: float
     cwd: str | None = None
@@ -77,7 +107,7 @@ class SessionSeen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SessionClosed:
+class SessionClosed(_Pickled):
     """The agent's own files say a session was closed (Hermes' `ended_at`), or opened again
     (`closed=False`). A closed session is not live although a process holds the file it shares
     with other sessions (a database of all of them); a prompt opens it again."""
@@ -88,14 +118,14 @@ class SessionClosed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TitleSet:
+class TitleSet(_Pickled):
     session_id: str
     title: str
     source: TitleSource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelResponded:
+class ModelResponded(_Pickled):
     """One model response; the same `message_id` may be reported again with larger usage."""
 
     session_id: str
@@ -115,7 +145,7 @@ class ModelResponded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CostReported:
+class CostReported(_Pickled):
     """What the agent itself says a session's calls of `model` cost so far, in USD (a running
     total: only its growth counts)."""
 
@@ -125,7 +155,7 @@ class CostReported:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UsageTotalsRead:
+class UsageTotalsRead(_Pickled):
     """What the agent says a session's calls of `model` used so far, in total (Droid's session
     settings file, Hermes' session rows): the session's totals are now `usage`. It replaces the
     totals last read for that session, sub-agent and model, never adds to them; only its growth
@@ -144,7 +174,7 @@ class UsageTotalsRead:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelFailed:
+class ModelFailed(_Pickled):
     """A model request that ended in an error instead of a response (an API error)."""
 
     session_id: str
@@ -156,7 +186,7 @@ class ModelFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TurnStarted:
+class TurnStarted(_Pickled):
     session_id: str
     at: float
     record_id: str  # unique per prompt, so a copied prompt (fork) is not a second turn
@@ -164,24 +194,24 @@ class TurnStarted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TurnEnded:
+class TurnEnded(_Pickled):
     session_id: str
     at: float
     outcome: TurnOutcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallStarted:
+class ToolCallStarted(_Pickled):
     session_id: str
     at: float
     call_id: str
     tool: str
     subagent_id: str | None = None
-    arguments: object = None  # content (spans, with capture-content only)
+    arguments: Any = None  # content (spans, with capture-content only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallEnded:
+class ToolCallEnded(_Pickled):
     session_id: str
     at: float
     call_id: str
@@ -190,7 +220,7 @@ class ToolCallEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentStarted:
+class SubagentStarted(_Pickled):
     """A sub-agent became known, from its launching tool call or from its own files.
 
     Either id may be missing; `state` links the two when a later event names both.
@@ -210,7 +240,7 @@ class SubagentStarted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunLaunched:
+class RunLaunched(_Pickled):
     """A tool call launched a run of sub-agents in the background (a Claude Code workflow):
     the sub-agents of `run_id` are linked to `call_id`; their titles start with `name`."""
 
@@ -222,7 +252,7 @@ class RunLaunched:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentEnded:
+class SubagentEnded(_Pickled):
     session_id: str
     at: float
     outcome: SubagentOutcome
@@ -231,7 +261,7 @@ class SubagentEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewEnded:
+class ReviewEnded(_Pickled):
     """An automatic review the agent ran on its own work (Codex's guardian) came to a verdict.
 
     Not a session and not a sub-agent: it is only counted, by outcome (`allow`, `deny`,
@@ -245,7 +275,7 @@ class ReviewEnded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ContextCompacted:
+class ContextCompacted(_Pickled):
     """The agent compacted a conversation: its history was replaced by a summary.
 
     `usage` is what the compaction's own model request cost, only when the agent recorded it
@@ -261,7 +291,7 @@ class ContextCompacted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LiveIndexRead:
+class LiveIndexRead(_Pickled):
     """A live-index entry: one running agent process and what it says it is doing."""
 
     pid: int
@@ -284,7 +314,7 @@ class LiveIndexRead:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LiveIndexRemoved:
+class LiveIndexRemoved(_Pickled):
     source: str
 
 

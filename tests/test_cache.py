@@ -8,6 +8,7 @@ import gc
 import logging
 import shutil
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import FrameType
 
@@ -301,8 +302,21 @@ def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -
                 made.engine.save_cache()
             finally:
                 sys.setprofile(None)
+    ran |= cache_module.compiled(PACKAGE)  # a compiled module runs no Python frame to see
     assert "harnesses/claude_code/journal.py" in ran and "runtime/dormant.py" in ran
     assert ran <= cache_module.reading(), sorted(ran - cache_module.reading())
+
+
+def test_a_compiled_build_does_not_read_the_cache_of_a_pure_one(tmp_path: Path) -> None:
+    """The same sources, one module compiled (`setup.py`): another digest, both ways."""
+    pure, built = tmp_path / "pure" / "coding_agent_exporter", tmp_path / "coding_agent_exporter"
+    for copy in (pure, built):
+        skipped = shutil.ignore_patterns("__pycache__", *(f"*{s}" for s in EXTENSION_SUFFIXES))
+        shutil.copytree(PACKAGE, copy, ignore=skipped)
+    (built / f"events{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+    assert cache_module.compiled(pure) == set()
+    assert cache_module.compiled(built) == {"events.py"}
+    assert _digest_of(built) != _digest_of(pure)
 
 
 def _digests_around(tmp_path: Path, module: str) -> tuple[str, str]:

@@ -9,10 +9,12 @@ import json
 import logging
 import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
+from coding_agent_exporter.events import Event
+from coding_agent_exporter.harnesses import FileReader
 from coding_agent_exporter.harnesses.claude_code.harness import ClaudeCode
 from coding_agent_exporter.runtime.cache import Cache
 from coding_agent_exporter.runtime.engine import Engine, Source
@@ -165,18 +167,28 @@ def test_a_reader_that_raises_costs_one_record(
 ) -> None:
     path = journal_path(tmp_path)
     path.write_bytes(b"".join(journal))
-    from coding_agent_exporter.harnesses.claude_code import harness as claude_code
-
-    real = claude_code.JournalReader._assistant
+    made = ClaudeCode.reader
     calls = {"n": 0}
 
-    def flaky(self: claude_code.JournalReader, record: dict[str, object]) -> list[object]:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise KeyError("surprise")
-        return real(self, record)  # type: ignore[return-value]
+    class Flaky:
+        """The journal's own reader, but its first response raises (a reader bug). The bug is
+        put around the reader, not into one of its methods: a reader compiled by mypyc
+        (`setup.py`) calls its own methods directly, past anything patched on its class."""
 
-    monkeypatch.setattr(claude_code.JournalReader, "_assistant", flaky)
+        def __init__(self, real: FileReader) -> None:
+            self.real = real
+
+        def feed(self, record: object) -> list[Event]:
+            if isinstance(record, dict) and record.get("type") == "assistant":
+                calls["n"] += 1
+                if calls["n"] == 1:
+                    raise KeyError("surprise")
+            return self.real.feed(record)
+
+    def flaky(self: ClaudeCode, rel: PurePosixPath) -> FileReader:
+        return Flaky(made(self, rel))
+
+    monkeypatch.setattr(ClaudeCode, "reader", flaky)
     engine = engine_on(tmp_path)
     engine.catch_up()
     assert engine.stats.parse_errors == {(A, "reader_error"): 1}

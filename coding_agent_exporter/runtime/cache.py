@@ -43,6 +43,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
+from importlib.machinery import EXTENSION_SUFFIXES
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -94,11 +95,12 @@ the cache."""
 
 @cache
 def code_digest() -> str:
-    """A digest of the source of the modules that decide what a catch-up builds (`reading`) and
-    of the Python running it."""
+    """A digest of the source of the modules that decide what a catch-up builds (`reading`),
+    of which of them run compiled (`compiled`), and of the Python running it."""
     digest = hashlib.sha256(f"{FORMAT} {sys.version}".encode())
+    built = compiled(PACKAGE)
     for name in [*sorted(reading()), *DATA]:
-        digest.update(name.encode() + b"\0")
+        digest.update(name.encode() + (b" compiled" if name in built else b"") + b"\0")
         digest.update((PACKAGE / name).read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -161,11 +163,28 @@ def _module(parts: list[str]) -> str | None:
 @cache
 def _sources(package: Path) -> frozenset[str]:
     """Every module of `package`, relative to it (one walk, not a `stat` per imported name)."""
+    return frozenset(name for name in _files(package) if name.endswith(".py"))
+
+
+@cache
+def compiled(package: Path) -> frozenset[str]:
+    """The modules of `package` that Python imports from a C extension beside their source (a
+    wheel compiled by mypyc: `setup.py`), as their sources' paths. A compiled class may pickle
+    otherwise than its pure self: a cache is read only by the build that wrote it."""
+    found = set()
+    for name in _files(package):
+        suffix = next((s for s in EXTENSION_SUFFIXES if name.endswith(s)), None)
+        if suffix is not None:
+            found.add(name.removesuffix(suffix) + ".py")
+    return frozenset(found)
+
+
+@cache
+def _files(package: Path) -> frozenset[str]:
     return frozenset(
         os.path.relpath(os.path.join(folder, name), package)
         for folder, _, names in os.walk(package)
         for name in names
-        if name.endswith(".py")
     )
 
 
@@ -336,7 +355,8 @@ def _method(obj: object, name: str) -> Any:
 
 class _Pickler(pickle.Pickler):
     """Dataclasses with slots unpickle through a `__setstate__` that lists their fields again for
-    every object (a third of a restart's time); those that can are rebuilt by their `__init__`."""
+    every object (a third of a restart's time), and one compiled by mypyc (`setup.py`) cannot be
+    made without its `__init__`: those that can are rebuilt by their `__init__`."""
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is Session:  # only in the state's run of sessions, never on its own
@@ -351,12 +371,12 @@ _POSITIONAL: dict[type, tuple[str, ...] | None] = {}
 
 
 def _positional(cls: type) -> tuple[str, ...] | None:
-    """The fields of a dataclass with slots whose `__init__` takes them all, in order, and does
-    nothing else; None for any other class."""
+    """The fields of a dataclass whose `__init__` takes them all, in order, and does nothing
+    else; None for any other class."""
     if cls in _POSITIONAL:
         return _POSITIONAL[cls]
     found: tuple[str, ...] | None = None
-    if dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__"):
+    if dataclasses.is_dataclass(cls):
         fields = dataclasses.fields(cls)
         plain = all(f.init and not f.kw_only for f in fields)
         if plain and not hasattr(cls, "__post_init__"):

@@ -111,6 +111,12 @@ class TailResult:
     oversized_line: int = 0
     """The number of the first line skipped for its length (0: none)."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`: a frozen dataclass compiled by mypyc (`setup.py`) is not made
+        without calling it (catch-up workers send back what they read)."""
+        fields = (self.bytes_read, self.error, self.oversized, self.more, self.oversized_line)
+        return TailResult, (self.lines, self.reset, *fields)
+
 
 @dataclass(slots=True)
 class _Cursor:
@@ -176,6 +182,11 @@ class JsonlTail:
         self.file, self._max, self._offset, self._number, self._discarding, *rest = state
         self._ident, self._head, self._seam, self._mtime_ns = rest
         self._limit = READ_LIMIT
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its state: a class compiled by mypyc (`setup.py`) is
+        not made without calling it (the catch-up cache pickles followers)."""
+        return JsonlTail, (self.file,), self.__getstate__()
 
     def start_near_end(self, keep: int) -> int:
         """Before the first read: begin at the first line of the file's last `keep` bytes (a
@@ -307,6 +318,11 @@ class ZstdJsonl:
         self._max = max_line_bytes
         self._key: tuple[int, int, int, int] | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its state: a class compiled by mypyc (`setup.py`) is
+        not made without calling it (the catch-up cache pickles followers)."""
+        return ZstdJsonl, (self.file,), self.__getstate__()
+
     def read(self) -> TailResult:
         try:
             if self._key is not None and stat_key(stat_current(self.file)) == self._key:
@@ -403,6 +419,11 @@ class DocResult:
     ok."""
     bytes_read: int
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`: a frozen dataclass compiled by mypyc (`setup.py`) is not made
+        without calling it (a sleeping `JsonDoc` keeps its last result)."""
+        return DocResult, (self.changed, self.data, self.error, self.bytes_read)
+
 
 _NOTHING = DocResult(False, None, None, 0)
 
@@ -432,6 +453,11 @@ class JsonDoc:
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         self.file, self._text, self._max, self._key, error = state
         self._last = _NOTHING if error is None else DocResult(False, None, error, 0)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its state: a class compiled by mypyc (`setup.py`) is
+        not made without calling it (the catch-up cache pickles followers)."""
+        return JsonDoc, (self.file,), self.__getstate__()
 
     def read(self) -> DocResult:
         """Re-read and parse the document if its identity, size or mtime changed."""

@@ -70,23 +70,27 @@ def agent_result_of(text: str) -> dict[str, str]:
     return {"status": status} if found is None else {"agentId": found.group(1), "status": status}
 
 
+_KEPT = (
+    "agent_calls",
+    "at",
+    "copying",
+    "cwd",
+    "first_at",
+    "forked",
+    "pending",
+    "previous_at",
+    "request_id",
+    "requested_at",
+    "session_id",
+    "subagent_id",
+)
+"""What a `JournalReader` keeps (its slots), in the order it is pickled."""
+
+
 class JournalReader:
     """A lead journal, or a sub-agent's journal when `subagent_id` is given."""
 
-    __slots__ = (  # one per followed journal: no dict of its own
-        "agent_calls",
-        "at",
-        "copying",
-        "cwd",
-        "first_at",
-        "forked",
-        "pending",
-        "previous_at",
-        "request_id",
-        "requested_at",
-        "session_id",
-        "subagent_id",
-    )
+    __slots__ = _KEPT  # one per followed journal: no dict of its own
 
     def __init__(self, session_id: str, subagent_id: str | None = None) -> None:
         self.session_id = session_id
@@ -104,11 +108,16 @@ class JournalReader:
 
     def __getstate__(self) -> tuple[Any, ...]:
         """Flat, for the catch-up cache: a pickler keeps what it made to write each reader."""
-        return tuple(getattr(self, name) for name in JournalReader.__slots__)
+        return tuple(getattr(self, name) for name in _KEPT)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        for name, value in zip(JournalReader.__slots__, state, strict=True):
+        for name, value in zip(_KEPT, state, strict=True):
             setattr(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its state: a class compiled by mypyc (`setup.py`) is
+        not made without calling it."""
+        return JournalReader, (self.session_id, self.subagent_id), self.__getstate__()
 
     @property
     def main(self) -> bool:

@@ -58,6 +58,10 @@ class RunReader:
         self.session_id = session_id
         self.run_id = run_id
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`: a class compiled by mypyc (`setup.py`) is not made without it."""
+        return RunReader, (self.session_id, self.run_id)
+
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
             return []

@@ -78,6 +78,11 @@ class RolloutReader(ToolItems):
         self.last_message: str | None = None
         self.ended = False
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its state: a class compiled by mypyc (`setup.py`) is
+        not made without calling it (the catch-up cache and workers pickle readers)."""
+        return RolloutReader, (self.thread_id,), self.__getstate__()
+
     def feed(self, record: object) -> list[Event]:
         if not isinstance(record, dict):
             return []
