@@ -445,3 +445,13 @@ def test_a_cache_is_loaded_without_cycle_passes_and_kept_out_of_them_when_asked(
         assert (gc.get_freeze_count() > frozen) is keep
     finally:
         gc.unfreeze()
+
+
+def test_the_usage_windows_are_cached_found(tmp_path: Path) -> None:
+    """The cache is written with the usage windows found (it is written before any scrape
+    asks for them): a warm start does not find them again, and shows the same ones."""
+    cold = exposition(INTERACTIVE, tmp_path)
+    warm = app(INTERACTIVE, tmp_path)
+    windows = warm.state.spend.windows.values()
+    assert windows and all(w.dirty is None and w.found for w in windows)
+    assert generate_latest(warm.registry).decode() == cold

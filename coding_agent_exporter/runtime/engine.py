@@ -148,6 +148,7 @@ class Engine(Walking, Following):
         unchanged = sum(self.stats.bytes_read.values()) == read_before
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
+                self.state.spend.found()
                 self._pending = self.cache.dumps(self._snapshot())
         for source in self.sources:
             if source.held is not None:

@@ -51,6 +51,13 @@ class Spend:
             found = self.windows[agent] = Windows()
         return found
 
+    def found(self) -> None:
+        """Every agent's usage windows found now, from what is known (before a catch-up cache
+        is written: written before any scrape asked for them, they were found again at each
+        start)."""
+        for windows in self.windows.values():
+            windows.windows()
+
     def reported(self, agent: str, model: str, cwd: str, usd: float) -> None:
         """The agent says a response cost `usd` more than it said before."""
         self.cost[(agent, model, cwd, REPORTED)] += usd
