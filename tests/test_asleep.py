@@ -190,6 +190,8 @@ def test_a_session_woken_is_the_session_that_fell_asleep() -> None:
         {"started_at": None, "updated_at": None, "reported_cost": None, "cwd": None},
         {"tokens": Usage(), "subs": None, "runs": None, "last_turn": None, "files": "/a.jsonl"},
         {"tokens": Usage(input=2**62), "cost": 1e-300, "title": None, "files": None},
+        {"title": ""},
+        {"title": "caf\u00e9 \ud83d\ude00 \ud800 lone"},  # not ASCII, a lone surrogate
     ],
 )
 def test_values_at_the_edges_of_their_columns_come_back(changes: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Callable, Collection, Iterable
 from contextlib import nullcontext
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ..sources.sqlite_tail import SqliteTail
@@ -76,7 +76,7 @@ class Engine(Walking, Following):
         self._files: dict[str, Entry | int] = {}  # by path; asleep: its index in `_sleepers`
         self._sleepers = Sleepers()
         self._index = {id(source): i for i, source in enumerate(self.sources)}  # source → i
-        self._walked: dict[str, PurePosixPath] = {}  # found, not read yet: its path in the home
+        self._walked: set[str] = set()  # found by a walk, not read yet (`_aliased`)
         self._logged: set[tuple[str, str]] = set()
         self.retry: set[str] = set()
         """Files and folders that could not be opened for want of file descriptors (the process
@@ -199,7 +199,7 @@ class Engine(Walking, Following):
             if name_of(name) in self._files or source.harness.name not in pool.PARALLEL:
                 continue
             path = name_of(name)
-            rel = self._walked.get(path) or rel_of(path, source)
+            rel = rel_of(path, source)
             kind = self._kind(path, source, rel)
             size = size_of(path)  # a link: read here, where it is known for one (`_aliased`)
             if kind in ("jsonl", "zstd") and size is not None:

@@ -25,7 +25,8 @@ _INDEX_EVENTS = (LiveIndexRead, LiveIndexRemoved, TitleSet)
 class Following(Parts):
     def _read(self, path: Found, source: Source) -> None:
         name = name_of(path)
-        walked = self._walked.pop(name, None)
+        walked = name in self._walked
+        self._walked.discard(name)
         entry = self._files.get(name)
         if isinstance(entry, int):
             if self._sleepers.unchanged(entry):
@@ -71,11 +72,13 @@ class Following(Parts):
             return None
         return kind
 
-    def _open(self, path: str, source: Source, walked: PurePosixPath | None = None) -> Entry | None:
-        """Follow the file at `path` (`walked`: its path below the home, if a walk found it)."""
-        rel = walked or rel_of(path, source)
+    def _open(self, path: str, source: Source, walked: bool = False) -> Entry | None:
+        """Follow the file at `path` (`walked`: a walk found it). Its path below the home is made
+        again here, not kept from the walk: a `PurePosixPath` per file found costs ~300 bytes
+        while a large catch-up reads the others."""
+        rel = rel_of(path, source)
         kind = self._kind(path, source, rel)
-        if kind is None or self._aliased(path, source, walked=walked is not None):
+        if kind is None or self._aliased(path, source, walked=walked):
             return None
         reader = source.harness.reader(rel)
         limit = getattr(source.harness, "doc_limit", DOC_LIMIT)  # optional: `Harness`

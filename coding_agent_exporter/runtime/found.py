@@ -71,7 +71,7 @@ class Parts:
     _files: dict[str, Entry | int]
     _sleepers: Sleepers
     _index: dict[int, int]
-    _walked: dict[str, PurePosixPath]
+    _walked: set[str]
     _logged: set[tuple[str, str]]
     _links: dict[str, str]
     _linked: set[str]

@@ -86,7 +86,7 @@ class Walking(Parts):
             if stream is not None and stream(rel_of(folder, source)):
                 names = []  # one stream, not a file each (`docfolder`)
                 if folder not in known:
-                    self._walked[folder] = rel_of(folder, source)
+                    self._walked.add(folder)
                     yield folder, source
                 elif seen is None:
                     yield folder, source
@@ -103,7 +103,7 @@ class Walking(Parts):
                 rel = rel or rel_of(folder, source)
                 inner = rel / name
                 if source.harness.match(inner) is not None:
-                    self._walked[joined] = inner  # matched once: `_open` needs it again
+                    self._walked.add(joined)
                     if name in listed.links:
                         self._linked.add(joined)
                     yield joined, source

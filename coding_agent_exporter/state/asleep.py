@@ -4,10 +4,11 @@ History can hold a hundred thousand sessions, nearly all of them finished: each 
 `Session`, its id, its title, its token counts, its times and its key in the state's table (~700
 bytes). Asleep, a session is a row: its labels (agent, project folder, kind, version, model,
 title source) as indexes into one table of interned strings, its times and costs as doubles, its
-counts as integers, its id as 16 bytes when it is a UUID, in arrays; its title and the names of
-its files (the engine's own strings) by reference; what a finished session rarely has (sub-agents,
-runs of them, the latest traced turn) in a side table. A row is found by an 8-byte digest of its
-agent and id, packed with its row number in buckets of bytes (as `seen.SeenIds` packs ids).
+counts as integers, its id as 16 bytes when it is a UUID, its title as UTF-8, in arrays; the
+names of its files (the engine's own strings) by reference; what a finished session rarely has
+(sub-agents, runs of them, the latest traced turn) in a side table. A row is found by an 8-byte
+digest of its agent and id, packed with its row number in buckets of bytes (as `seen.SeenIds`
+packs ids).
 
 `woken` gives the `Session` back exactly as it fell asleep (equal field by field, `born` kept);
 `copy` gives it without waking it (what views read). Only a session without open work sleeps:
@@ -36,12 +37,13 @@ COUNTS = ("born", "messages", "completed", "interrupted", "failed", "tool_calls"
 TOKENS = ("input", "output", "cache_read", "cache_write", "reasoning")
 """`Session.tokens` (a `Usage`), a column per kind."""
 FLAGS = ("counted", "closed")
-REFERENCES = ("title", "files")
-"""Fields kept by reference (a title is a session's own; its files are the engine's names)."""
+REFERENCES = ("files",)
+"""Fields kept by reference (its files are the engine's own names)."""
 EXTRAS = ("subs", "runs", "last_turn")
 """Fields a finished session rarely has: a side table by row, only for rows that have them."""
-OTHERS = ("session_id", "cost")
-"""The id (16 bytes, or by reference when not a UUID) and the estimated cost (a double)."""
+OTHERS = ("session_id", "cost", "title")
+"""The id (16 bytes, or by reference when not a UUID), the estimated cost (a double) and the
+title (UTF-8, in one array of bytes; None: a flag)."""
 OPEN = ("turn_open_at", "tools")
 """Fields of open work: None in every session that sleeps."""
 
@@ -51,7 +53,7 @@ _BITS = 12
 _BUCKETS = 1 << _BITS
 _ENTRY = 12  # bytes in a bucket per row: its digest (8), its row number (4)
 _NO_ID = bytes(16)
-_ARRAYS = ("label_rows", "floats", "costs", "counts", "tokens")
+_ARRAYS = ("label_rows", "floats", "costs", "counts", "tokens", "title_ends")
 _labels, _floats, _counts = attrgetter(*LABELS), attrgetter(*FLOATS), attrgetter(*COUNTS)
 _tokens = attrgetter(*TOKENS)
 
@@ -67,12 +69,13 @@ class Asleep:
         self.label_rows = array("I")  # len(LABELS) per row; agent 0: the row was woken
         self.floats = array("d")  # len(FLOATS) per row
         self.costs = array("d")
-        self.counts = array("Q")  # len(COUNTS) per row
+        self.counts = array("I")  # len(COUNTS) per row
         self.tokens = array("q")  # len(TOKENS) per row
         self.flags = bytearray()
         self.ids = bytearray()  # 16 bytes per row: a UUID's; zeros: in `named`
         self.named: dict[int, str] = {}
-        self.titles: list[str | None] = []
+        self.titles = bytearray()  # UTF-8, one after another (a `title_ends`' row: where it ends)
+        self.title_ends = array("Q")
         self.files: list[str | tuple[str, ...] | None] = []
         self.extras: dict[int, Extras] = {}
         self.buckets: list[bytearray | None] = [None] * _BUCKETS
@@ -102,14 +105,17 @@ class Asleep:
         self.costs.append(session.cost)
         self.counts.extend(_counts(session))
         self.tokens.extend(_tokens(session.tokens))
-        self.flags.append(session.counted | session.closed << 1)
+        title = session.title
+        self.flags.append(session.counted | session.closed << 1 | (title is None) << 2)
         sid = session.session_id
         if _UUID.fullmatch(sid):
             self.ids += bytes.fromhex(sid.replace("-", ""))
         else:
             self.ids += _NO_ID
             self.named[row] = sid
-        self.titles.append(session.title)
+        if title:
+            self.titles += title.encode("utf-8", "surrogatepass")  # lone surrogates too
+        self.title_ends.append(len(self.titles))
         self.files.append(session.files)
         if session.subs is not None or session.runs is not None or session.last_turn is not None:
             self.extras[row] = (session.subs, session.runs, session.last_turn)
@@ -132,7 +138,7 @@ class Asleep:
         session = self._session(row, session_id)
         del bucket[at : at + _ENTRY]
         self.label_rows[row * _LABELS] = 0
-        self.titles[row] = self.files[row] = None
+        self.files[row] = None
         self.extras.pop(row, None)
         self.named.pop(row, None)
         self.awake += 1
@@ -169,7 +175,7 @@ class Asleep:
                 labels[self.label_rows[row * _LABELS + 1]],
                 _float(floats[row * _FLOATS + updated]),
                 bool(self.flags[row] & 1),
-                self.titles[row],
+                self._title(row),
             )
 
     def _label(self, value: str | None) -> int:
@@ -180,6 +186,12 @@ class Asleep:
             found = self._label_of[value] = len(self.labels)
             self.labels.append(value)
         return found
+
+    def _title(self, row: int) -> str | None:
+        if self.flags[row] & 4:
+            return None
+        start = self.title_ends[row - 1] if row else 0
+        return self.titles[start : self.title_ends[row]].decode("utf-8", "surrogatepass")
 
     def _id(self, row: int) -> str:
         raw = self.ids[row * 16 : row * 16 + 16]
@@ -222,7 +234,7 @@ class Asleep:
             tokens=Usage(*tokens) if any(tokens) else ZERO,
             counted=bool(flags & 1),
             closed=bool(flags & 2),
-            title=self.titles[row],
+            title=self._title(row),
             files=self.files[row],
             **fields,
         )
@@ -230,14 +242,18 @@ class Asleep:
     def _compact(self) -> None:
         """The rows still asleep, written again without the holes the woken ones left."""
         old = (self.label_rows, self.floats, self.costs, self.counts, self.tokens, self.flags)
-        ids, named, titles, files, extras = self.ids, self.named, self.titles, self.files, {}
+        ids, named, files, extras = self.ids, self.named, self.files, {}
+        titles = [self._title(row) for row in range(self.rows)]
         kept = [row for row in range(self.rows) if self.label_rows[row * _LABELS]]
         renumbered = {row: new for new, row in enumerate(kept)}
         new = tuple(_rows(column, kept, len(column) // max(self.rows, 1)) for column in old)
         self.label_rows, self.floats, self.costs, self.counts, self.tokens, self.flags = new
         self.ids = bytearray(b"".join(ids[row * 16 : row * 16 + 16] for row in kept))
         self.named = {renumbered[row]: sid for row, sid in named.items()}
-        self.titles = [titles[row] for row in kept]
+        self.titles, self.title_ends = bytearray(), array("Q")
+        for row in kept:
+            self.titles += (titles[row] or "").encode("utf-8", "surrogatepass")
+            self.title_ends.append(len(self.titles))
         self.files = [files[row] for row in kept]
         for row, extra in self.extras.items():
             extras[renumbered[row]] = extra
@@ -255,7 +271,7 @@ class Asleep:
         del state["_label_of"]
         for name in _ARRAYS:
             state[name] = (state[name].typecode, PickleBuffer(state[name]))
-        for name in ("flags", "ids"):
+        for name in ("flags", "ids", "titles"):
             state[name] = PickleBuffer(state[name])
         return state
 
