@@ -96,6 +96,8 @@ class App:
 
         self.engine.catch_up(progress, watch)
         self.refresh()
+        with self.state.lock:  # the sessions whose work the refresh ended are finished now
+            self.state.doze(everything=True)
         per_agent = ", ".join(f"{a} {n}" for a, n in sorted(self.stats.files.items()) if n)
         log.info(
             "caught up: %d files, %d sessions in %.1fs%s",

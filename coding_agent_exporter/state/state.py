@@ -150,7 +150,9 @@ class State(Work):
         """Finished sessions whose files all sleep (`files_asleep`, told by the engine) fall
         asleep (`asleep`): those quiet since the last pass, or with `everything` (the end of a
         catch-up) every awake one. Not a live one, nor one waiting, nor any while traces are
-        written (spans keep their sessions)."""
+        written (spans keep their sessions). One whose files are not all asleep yet is looked at
+        again at the next pass; one with open work, live or waiting when its next event names it
+        (or at the end of the next catch-up): a pass costs what was read since the last."""
         self._applied = 0
         stirred, self._stirred = self._stirred, set()
         if self.files_asleep is None or type(self.observer) is not NoObserver:
@@ -160,23 +162,24 @@ class State(Work):
             candidates, self._drowsy = set(self.awake), set()
         else:
             candidates, self._drowsy = self._drowsy - stirred, stirred
+        asleep = self.files_asleep
         for key in candidates:
             session = self.awake.get(key)
-            if session is None:
+            if session is None or not self._finished(key, session):
                 continue
-            if self._sleepy(key, session):
+            files = session.file_names
+            if all(map(asleep, files)):
                 del self.awake[key]
                 self.asleep.put(session)
             else:
                 self._drowsy.add(key)
 
-    def _sleepy(self, key: tuple[str, str], session: Session) -> bool:
-        files, asleep = session.files, self.files_asleep
-        if files is None or asleep is None or not Asleep.can_sleep(session):
+    def _finished(self, key: tuple[str, str], session: Session) -> bool:
+        """No open work, not live, not waiting, read from files (a session only named by an
+        index stays awake)."""
+        if session.files is None or key in self.live or key in self._waiting:
             return False
-        if key in self.live or key in self._waiting:
-            return False
-        return asleep(files) if isinstance(files, str) else all(map(asleep, files))
+        return Asleep.can_sleep(session)
 
     def waiting(self, key: tuple[str, str]) -> tuple[str, float] | None:
         """Why and since when the live session waits for the user, while it does."""
