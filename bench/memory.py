@@ -13,11 +13,12 @@ ids, one turn every 10 s. `tiny` is `--files` sessions of one short recorded tur
 one scrape); prints the command, files, bytes, seconds and that process's peak RSS, and for
 `tiny` the bytes per file above the same command over an empty home.
 
-`breakdown` reads the `tiny` home in this process under `tracemalloc` (an `Engine` catch-up, no
-workers): the bytes still held afterwards per file, by where they were allocated (paths,
-followers, readers, sessions, counted ids, ...), then what writing the catch-up cache adds at its
-peak (`cache.Cache.dumps`). Allocation sites, not owners: a string decoded from a record is
-listed under decoding whichever object keeps it.
+`breakdown` reads the `tiny` home in this process under `tracemalloc` (an `Engine` catch-up with a
+cache, as `metrics` reads: files and finished sessions fall asleep; no workers): the bytes still
+held afterwards per file, by where they were allocated (paths, followers, readers, sessions,
+counted ids, ...), then what writing the catch-up cache adds at its peak (`cache.Cache.dumps`).
+Allocation sites, not owners: a string decoded from a record is listed under decoding whichever
+object keeps it.
 """
 
 from __future__ import annotations
@@ -158,17 +159,21 @@ def total(text: str, name: str) -> float:
 
 
 _SITES = (  # where an allocation was made (first match) → what it is
-    ("/coding_agent_exporter/seen.py", "state: counted-id digests (seen.SeenIds)"),
-    ("/coding_agent_exporter/state.py", "state: sessions (records, keys, recent usage)"),
-    ("/coding_agent_exporter/session.py", "state: sessions (records, keys, recent usage)"),
-    ("/coding_agent_exporter/events.py", "state: token counts (events.Usage)"),
-    ("/coding_agent_exporter/engine.py", "engine: per-file entries (_File, follower objects)"),
-    ("/coding_agent_exporter/tail.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
+    ("/state/seen.py", "state: counted-id digests (seen.SeenIds)"),
+    ("/state/asleep.py", "state: sleeping sessions (asleep.Asleep's columns)"),
+    ("/state/prices.py", "state: the price list (once)"),
+    ("/state/", "state: sessions awake, totals, windows, recent usage"),
+    ("/events.py", "state: token counts (events.Usage)"),
+    ("/runtime/dormant.py", "sleeping files (dormant: columns, blocks, an int each)"),
+    ("/runtime/walking.py", "paths (a str per file: the engine's key, shared)"),
+    ("/runtime/cache.py", "the catch-up cache's content, until it is written"),
+    ("/runtime/", "engine: the file table, per-file entries"),
+    ("/sources/tail.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
     ("dataclasses.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
-    ("pathlib.py", "paths (a str per file: engine key, follower's `file`)"),
-    ("<frozen os>", "paths (a str per file: engine key, follower's `file`)"),
-    ("/coding_agent_exporter/harnesses/", "readers (a reader per file, its session id)"),
-    ("/coding_agent_exporter/decode.py", "decoded strings kept (cwd, message ids, version, model)"),
+    ("pathlib.py", "paths (pathlib)"),
+    ("<frozen os>", "paths (os)"),
+    ("/harnesses/", "readers, and strings they decoded (a title, a session id)"),
+    ("/sources/decode.py", "decoded strings kept (cwd, message ids, version, model)"),
 )
 
 
@@ -179,8 +184,10 @@ def breakdown(home: Path) -> None:
     from coding_agent_exporter.runtime.engine import Engine, Source
     from coding_agent_exporter.state.state import State
 
-    engine = Engine([Source(HARNESSES["claude-code"](), home)], State(), workers=0)
-    gc.collect()
+    state = tempfile.mkdtemp(prefix="cae-memory-state-")
+    cache = Cache(Path(state), [("claude-code", home)])  # as `metrics` reads: files and
+    engine = Engine([Source(HARNESSES["claude-code"](), home)], State(), cache=cache, workers=0)
+    gc.collect()  # finished sessions fall asleep as they are read
     tracemalloc.start()
     started = time.perf_counter()
     engine.catch_up()
@@ -194,8 +201,8 @@ def breakdown(home: Path) -> None:
         site = next((what for part, what in _SITES if part in name), f"other ({Path(name).name})")
         groups[site] += stat.size
     held = sum(groups.values())
-    sessions = len(engine.state.sessions)
-    print(f"breakdown: {files} files, {sessions} sessions read in {seconds:.1f} s")
+    sessions, asleep = len(engine.state.sessions), len(engine.state.asleep)
+    print(f"breakdown: {files} files, {sessions} sessions ({asleep} asleep), {seconds:.1f} s")
     print(f"  {'held after the catch-up, by allocation site':62} {'bytes/file':>10}")
     for site, size in groups.most_common():
         if size >= files:  # a byte per file or more
@@ -207,11 +214,11 @@ def breakdown(home: Path) -> None:
         where = f"{Path(frame.filename).name}:{frame.lineno}"
         blocks = stat.count / files
         print(f"    {where:28} {stat.size / files:6.0f} B/file {blocks:6.2f} blocks/file")
-    state = tempfile.mkdtemp(prefix="cae-memory-state-")
-    cache = Cache(Path(state), [("claude-code", home)])
+    engine._pending = None  # the cache's content: made again below
+    gc.collect()
     tracemalloc.reset_peak()
     before = tracemalloc.get_traced_memory()[0]
-    body = cache.dumps(engine._snapshot())
+    body = cache.dumps(engine._snapshot(), engine._files)
     peak = tracemalloc.get_traced_memory()[1] - before
     tracemalloc.stop()
     shutil.rmtree(state)

@@ -40,7 +40,7 @@ import os
 import pickle
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -247,15 +247,17 @@ class Cache:
             gc.freeze()
         return snapshot
 
-    def dumps(self, snapshot: Snapshot) -> memoryview | None:
+    def dumps(self, snapshot: Snapshot, index: Index | None = None) -> memoryview | None:
         """The file's content for `snapshot` (a view of the buffer it was written to: no copy at
-        the moment memory peaks); None (logged) when something will not pickle."""
+        the moment memory peaks); None (logged) when something will not pickle. `index`: each
+        sleeping file's index among `snapshot.dormant`'s by its name (the engine's own table,
+        whose other values are not ints), else made here."""
         try:
             out = io.BytesIO()
             out.write(MAGIC + self.header)
             body = zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False)
             snapshot.dormant.write(body)
-            _Pickler(body, protocol=pickle.HIGHEST_PROTOCOL).dump(_flattened(snapshot))
+            _Pickler(body, protocol=pickle.HIGHEST_PROTOCOL).dump(_flattened(snapshot, index))
             body.flush(zstandard.FLUSH_FRAME)
             return out.getbuffer()
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as error:
@@ -416,7 +418,7 @@ _USAGE = tuple(f.name for f in dataclasses.fields(Usage))
 _SESSION_WIDTH = len(_SESSION) - 1 + len(_USAGE)
 
 
-def _session_values(sessions: Iterable[Session], index: dict[str, int]) -> Iterator[Any]:
+def _session_values(sessions: Iterable[Session], index: Index) -> Iterator[Any]:
     """Each session's fields, its token counts in place of its `Usage`, its files by `index`."""
     before, after = attrgetter(*_SESSION[:_TOKENS]), attrgetter(*_SESSION[_TOKENS + 1 :])
     tokens = attrgetter(*_USAGE)
@@ -435,10 +437,19 @@ sleeping files, whose names the cache holds already (a path of ~120 bytes each w
 and hashed twice, where an index is a few bytes); any other by its name."""
 
 
-def _indexed(files: str | tuple[str, ...] | None, index: dict[str, int]) -> Files:
+Index = Mapping[str, object]
+"""A sleeping file's index among the sleeping files by its name (any other value: not asleep)."""
+
+
+def _indexed(files: str | tuple[str, ...] | None, index: Index) -> Files:
     if isinstance(files, str):
-        return index.get(files, files)
-    return None if files is None else tuple(index.get(name, name) for name in files)
+        return _index(files, index)
+    return None if files is None else tuple(_index(name, index) for name in files)
+
+
+def _index(name: str, index: Index) -> str | int:
+    found = index.get(name)
+    return found if type(found) is int else name
 
 
 def _named(files: Files, names: list[str]) -> str | tuple[str, ...] | None:
@@ -450,13 +461,14 @@ def _named(files: Files, names: list[str]) -> str | tuple[str, ...] | None:
     return files
 
 
-def _flattened(snapshot: Snapshot) -> Snapshot:
+def _flattened(snapshot: Snapshot, index: Index | None = None) -> Snapshot:
     """The snapshot with its files and the state's sessions as flat runs (`_Run`), without
     its sleeping files (written before it, by `Sleepers.write`), the sessions' files by their
     index among those (`Files`)."""
     files = _Flat(3, (value for row in snapshot.files for value in row))
     state = dict(snapshot.state)
-    index = {name: i for i, name in enumerate(snapshot.dormant.names)}
+    if index is None:  # the engine's own table spares a dict of every name at the peak
+        index = {name: i for i, name in enumerate(snapshot.dormant.names)}
     sessions = state.get("awake")
     if isinstance(sessions, dict) and all(
         type(s) is Session and key == (s.agent, s.session_id) for key, s in sessions.items()

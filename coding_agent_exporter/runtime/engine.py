@@ -149,7 +149,7 @@ class Engine(Walking, Following):
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
                 self.state.spend.found()
-                self._pending = self.cache.dumps(self._snapshot())
+                self._pending = self.cache.dumps(self._snapshot(), self._files)
         for source in self.sources:
             if source.held is not None:
                 self._apply(source, source.held.probe(list(source.held.sessions)))
