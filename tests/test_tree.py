@@ -121,3 +121,39 @@ def test_what_on_error_raises_ends_the_walk(tmp_path: Path) -> None:
 
 def reraised(error: OSError) -> None:
     raise error
+
+
+def test_a_regular_file_costs_one_look_at_its_entry(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most of a history is regular files: each is told by one question to its entry (what the
+    listing said of it), not by two (`is_dir`, then `is_symlink`)."""
+    scandir = os.scandir
+    asked: dict[str, list[str]] = {}
+
+    class Entry:
+        def __init__(self, entry: os.DirEntry[str]) -> None:
+            self.entry, self.name = entry, entry.name
+
+        def __getattr__(self, method: str) -> object:
+            asked.setdefault(self.name, []).append(method)
+            return getattr(self.entry, method)
+
+    class Listing:
+        def __init__(self, path: str) -> None:
+            self.entries = scandir(path)
+
+        def __enter__(self) -> Listing:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            self.entries.close()
+
+        def __next__(self) -> Entry:
+            return Entry(next(self.entries))
+
+    monkeypatch.setattr(os, "scandir", Listing)
+    found = {name for folder in walk(tree, failing) for name in folder.files}
+    assert found == {"a", "la", "dangling", "b", "c", "d"}
+    assert all(asked[name] == ["is_file"] for name in ("a", "b", "c", "d"))
+    assert asked["la"][-1] == asked["lsub"][-1] == "is_symlink"

@@ -61,7 +61,13 @@ def _listed(path: str, on_error: Callable[[OSError], None]) -> tuple[Folder, set
             except OSError as error:
                 on_error(error)
                 return None
-            if _is(entry.is_dir):
+            try:  # most entries: one look at what the listing said, no link, no folder
+                regular = entry.is_file(follow_symlinks=False)
+            except OSError:
+                regular = False
+            if regular:
+                found.files.append(entry.name)
+            elif _is(entry.is_dir):
                 found.folders.append(entry.name)
                 if _is(entry.is_symlink):
                     linked.add(entry.name)
