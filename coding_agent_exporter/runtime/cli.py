@@ -23,6 +23,7 @@ from ..prometheus.collectors import StateErrorsCollector
 from ..sources import mounts, platform, statedir
 from ..sources.processes import CachedProbe, process_start
 from ..web.views import iso, session_rows, table
+from . import heap
 from .app import App, Spans
 from .config import Config, parse
 from .options import endpoint_configured
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     platform.choose(config.probes)
     _logging(config)
     program = argv is None  # the program itself, not a caller that goes on
+    if program:
+        heap.give_back_large_blocks()
     if config.command == "sessions":
         return _sessions(config, program)
     if config.command == "metrics":
