@@ -184,6 +184,31 @@ def test_files_of_readers_that_share_memory_never_sleep(tmp_path: Path) -> None:
     assert not any(map(warm.engine.asleep, warm.engine._files))
 
 
+def test_a_gone_live_index_file_is_read_as_removed_not_all_files_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Claude Code process removes its live index file when it exits: the next start reads
+    that removal (its entry gone, as a running exporter would) and nothing else; every agent's
+    exit made it read all files again. The counters are today's files' all the same."""
+    home, _, _ = copy_interactive(tmp_path)
+    index = home / "sessions" / "4242.json"
+    index.parent.mkdir()
+    index.write_text('{"pid": 4242, "sessionId": "s-live", "status": "busy"}')
+    first = app(home, tmp_path / "state")
+    assert {e.session_id for e in first.state.entries.values()} == {"s-live"}
+    index.unlink()
+    opened: list[Path] = []
+    monkeypatch.setattr(tail, "_open_regular", lambda p: opened.append(p) or _open(p))
+    warm = app(home, tmp_path / "state")
+    assert opened == [] and warm.state.entries == {}
+    monkeypatch.undo()
+
+    def read(text: str) -> list[str]:  # less what the exporter counts of its own reading
+        return [x for x in counted(text).splitlines() if "exporter_records_total{" not in x]
+
+    assert read(generate_latest(warm.registry).decode()) == read(exposition(home, None))
+
+
 def test_a_replaced_or_gone_file_is_read_again_or_forgotten(tmp_path: Path) -> None:
     home, journal, _ = copy_interactive(tmp_path)
     other = FIXTURES / "claude-code" / "2.1.332" / "print-tool" / "home"

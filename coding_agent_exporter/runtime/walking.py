@@ -111,9 +111,14 @@ class Walking(Parts):
     def _stirred(self, seen: set[str]) -> list[tuple[Found, Source]]:
         """The followed files to read again after loading the cache's result: each one awake,
         and each sleeping one whose `stat` changed (all looked at in one loop). A file not
-        `seen` by the walk is gone: `Stale`, since what it added cannot be taken back."""
+        `seen` by the walk is gone: `Stale`, since what it added cannot be taken back; but for
+        a live index's (`live_dirs`), whose removal says its process ended (read again, it
+        tells so, as to a running exporter: every agent's exit removed one, and the next start
+        read all files again)."""
         if not seen.issuperset(self._files):
-            raise Stale("a file is gone")
+            gone = [(n, self._source_of_entry(e)) for n, e in self._files.items() if n not in seen]
+            if not all(live_index(name, source) for name, source in gone):
+                raise Stale("a file is gone")
         files, names = self._files, self._sleepers.names
         stirred: list[tuple[Found, Source]] = [
             (name, entry.source) for name, entry in files.items() if not isinstance(entry, int)
@@ -122,3 +127,10 @@ class Walking(Parts):
             if files.get(names[at]) == at:  # asleep (a woken file's name is left behind)
                 stirred.append((names[at], self._source_of_sleeper(at)))
         return stirred
+
+
+def live_index(name: str, source: Source) -> bool:
+    """File `name` is in one of its agent's live index folders (`live_dirs`)."""
+    live = getattr(source.harness, "live_dirs", ())  # optional: see harnesses.base
+    tops = [os.path.join(source.home, folder) for folder in live]
+    return any(name.startswith(top + SEP) for top in tops)
