@@ -109,7 +109,9 @@ class Prices:
     def __init__(self, document: dict[str, Any]) -> None:
         self.source: str = document["source"]
         self._document = document
-        self._raw = {p["id"]: p["models"] for p in document["providers"]}
+        self._raw: dict[str, list[Any] | msgspec.Raw] = {
+            p["id"]: p["models"] for p in document["providers"]
+        }
         self._models: dict[str, list[Model]] = {}  # made when a provider is first asked for
         self._fallbacks = {p["id"]: p.get("fallback", []) for p in document["providers"]}
         self._rules = [(p["id"], p["match"]) for p in document["providers"] if "match" in p]
@@ -117,7 +119,14 @@ class Prices:
 
     @classmethod
     def load(cls, path: Path = SNAPSHOT) -> Prices:
-        return cls(msgspec.json.decode(path.read_bytes()))
+        """The snapshot, each provider's models left as JSON until one is asked for (decoded
+        whole, the ~2,300 models took 2.6 MB; a history asks for a few providers)."""
+        found = msgspec.json.decode(path.read_bytes(), type=_Snapshot)
+        providers = [
+            {k: v if k == "models" else msgspec.json.decode(v) for k, v in p.items()}
+            for p in found.providers
+        ]
+        return cls({"source": found.source, "providers": providers})
 
     def overridden(self, models: list[tuple[str, dict[str, Any]]]) -> Prices:
         """These prices with `models` (provider, model in the snapshot's form: `price_file`)
@@ -127,7 +136,7 @@ class Prices:
         for provider, _ in models:
             known.setdefault(provider, {"id": provider, "models": []})
         for provider, entry in known.items():
-            entry["models"] = [m for p, m in models if p == provider] + entry["models"]
+            entry["models"] = [m for p, m in models if p == provider] + _decoded(entry["models"])
         return Prices({"source": self.source, "providers": list(known.values())})
 
     def model(self, provider: str | None, name: str) -> Model | None:
@@ -156,7 +165,7 @@ class Prices:
     def models(self, provider: str) -> list[Model]:
         """The models of `provider`, in the order they are matched."""
         if provider not in self._models:
-            self._models[provider] = [_model(m) for m in self._raw.get(provider, [])]
+            self._models[provider] = [_model(m) for m in _decoded(self._raw.get(provider, []))]
         return self._models[provider]
 
     def rates(self, provider: str | None, name: str, at: float) -> Rates | None:
@@ -166,6 +175,19 @@ class Prices:
 
     def _match(self, provider: str, name: str) -> Model | None:
         return next((m for m in self.models(provider) if matches(m.match, name)), None)
+
+
+class _Snapshot(msgspec.Struct):
+    source: str
+    providers: list[dict[str, msgspec.Raw]]
+
+
+def _decoded(models: list[Any] | msgspec.Raw) -> list[Any]:
+    """A provider's models, decoded if they were left as JSON (`Prices.load`)."""
+    if isinstance(models, msgspec.Raw):
+        found: list[Any] = msgspec.json.decode(models)
+        return found
+    return models
 
 
 def matches(clause: dict[str, Any], name: str) -> bool:

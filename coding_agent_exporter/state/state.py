@@ -50,7 +50,7 @@ from .work import Work
 
 DOZE_EVERY = 1024
 """Events applied between two passes of `doze`."""
-MAX_TOUCHED = 8192
+MAX_TOUCHED = 2048
 """Sessions noted as told of (`touched`) before they are forgotten for "all of them": a catch-up
 names every session of history, and nobody takes them unless a console is open."""
 ABANDON_AFTER = 120.0
