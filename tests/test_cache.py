@@ -279,6 +279,7 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
         "runtime/found.py",
         "runtime/walking.py",
         "runtime/following.py",
+        "runtime/caching.py",
         "runtime/config.py",
         "runtime/dormant.py",
     ],

@@ -12,8 +12,9 @@ the `-wal` or `-journal` is a change of the database). A harness may name a sing
 raises costs that record or that file: it is counted in `Stats` and logged once per file and
 reason, and reading goes on. A catch-up of a large history may hand whole files to worker
 processes (`pool`); what they found is folded here, in the same order as reading them here.
-The engine is three parts: `walking` finds the files, `following` reads them, this module runs
-the catch-up, the watcher's changes and the cache; what they share is in `found`.
+The engine is four parts: `walking` finds the files, `following` reads them, `caching` keeps and
+puts back what the cache holds, this module runs the catch-up and the watcher's changes; what they
+share is in `found`.
 """
 
 from __future__ import annotations
@@ -23,15 +24,15 @@ import os
 from collections.abc import Callable, Collection, Iterable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
 
 from ..sources.sqlite_tail import SqliteTail
 from ..sources.tail import JsonlTail
 from ..state.health import Stats
 from ..state.state import State
 from . import pool
-from .cache import Cache, Snapshot
-from .dormant import Sleepers, settled
+from .cache import Cache
+from .caching import Caching, known
+from .dormant import Sleepers
 from .following import Following
 from .found import (
     SEP,
@@ -41,7 +42,6 @@ from .found import (
     Stale,
     database_of,
     folder_of,
-    key_of,
     name_of,
     order_of,
     path_order,
@@ -55,7 +55,7 @@ __all__ = ["Engine", "Source"]
 log = logging.getLogger(__name__)
 
 
-class Engine(Walking, Following):
+class Engine(Walking, Following, Caching):
     def __init__(
         self,
         sources: Iterable[Source],
@@ -123,7 +123,7 @@ class Engine(Walking, Following):
         new: list[tuple[Found, Source]] = []
         seen: set[str] = set()  # the files the cache's result read that are still there
         for i, source in enumerate(self.sources):
-            new += self._scan(source, _known(snapshot, i), seen)
+            new += self._scan(source, known(snapshot, i), seen)
         fresh = self._restore(snapshot)
         read_before = sum(self.stats.bytes_read.values())
         try:
@@ -311,95 +311,3 @@ class Engine(Walking, Following):
             if isinstance(entry, Entry) and isinstance(entry.tail, SqliteTail):
                 names.append(name + "-wal")
         return names
-
-    def save_cache(self) -> None:
-        """Write the result of the catch-up to the cache, if it differs from what was loaded."""
-        if self.cache is not None and self._pending is not None:
-            self.cache.write(self._pending)
-        self._pending = None
-
-    def _snapshot(self) -> Snapshot:
-        """What the engine knows, for the cache; the files that can sleep fall asleep
-        (`dormant`): from now on they cost a few bytes each until they change."""
-        index = self._index
-        old = self._sleepers
-        sleeping = Sleepers() if old.dead else old  # the woken ones' pickles left behind
-        files = []
-        for name, entry in self._files.items():
-            if isinstance(entry, int):
-                if sleeping is not old:
-                    self._files[name] = sleeping.moved(old, entry)
-                continue
-            i, key = index[id(entry.source)], settled(entry.tail)
-            if key is not None and entry.source.harness.name in pool.PARALLEL:
-                self._files[name] = sleeping.add(i, name, key, entry.tail, entry.reader)
-            else:
-                files.append((i, entry.tail, entry.reader))
-        self._sleepers = sleeping
-        self.state.doze(everything=True)
-        return Snapshot(
-            harnesses=[source.harness for source in self.sources],
-            held=[None if s.held is None else _saved(vars(s.held)) for s in self.sources],
-            files=files,
-            state=_saved(vars(self.state)),
-            stats={name: getattr(self.stats, name) for name in _STATS_KEPT},
-            dormant=sleeping,
-        )
-
-    def _load(self) -> Snapshot | None:
-        """The cache's result, if there is one for these sources and nothing was read yet."""
-        snapshot = self.cache.load() if self.cache is not None and not self._files else None
-        if self.cache is not None and self.cache.failure is not None:
-            self.stats.state_errors[self.cache.failure] += 1
-        if snapshot is None or len(snapshot.harnesses) != len(self.sources):
-            return None
-        return snapshot
-
-    def _restore(self, snapshot: Snapshot | None) -> Snapshot | None:
-        """Install the cache's result, if any; return what it replaced (to undo it)."""
-        if snapshot is None:
-            return None
-        before = self._snapshot()
-        self._install(snapshot)
-        return before
-
-    def _install(self, snapshot: Snapshot) -> None:
-        for source, harness, held in zip(
-            self.sources, snapshot.harnesses, snapshot.held, strict=True
-        ):
-            source.harness = harness
-            if source.held is not None and held is not None:
-                vars(source.held).update(held)
-        self._files = {}
-        for i, tail, reader in snapshot.files:
-            path = key_of(tail)
-            self._files[path] = Entry(self.sources[i], path, reader, tail)
-        self._sleepers = snapshot.dormant
-        names = self._sleepers.names
-        self._files.update(zip(names, range(len(names)), strict=True))
-        with self.state.lock:
-            vars(self.state).update(snapshot.state)
-        for name, value in snapshot.stats.items():
-            setattr(self.stats, name, value)
-
-    def asleep(self, name: str) -> bool:
-        """File `name` is followed, asleep (`dormant`)."""
-        return isinstance(self._files.get(name), int)
-
-
-def _known(snapshot: Snapshot | None, source: int) -> set[str] | None:
-    """The files of a source the cache's result read (by name: a walk makes names)."""
-    if snapshot is None:
-        return None
-    awake = {key_of(tail) for i, tail, _ in snapshot.files if i == source}
-    sleepers = snapshot.dormant
-    return awake | {n for n, i in zip(sleepers.names, sleepers.sources, strict=True) if i == source}
-
-
-_NOT_CACHED = frozenset({"lock", "observer", "find", "touched", "_touched_all", "files_asleep"})
-"""Attributes of the state and of `HeldSessions` that belong to this process, not the cache."""
-_STATS_KEPT = ("bytes_read", "records", "parse_errors", "files")
-
-
-def _saved(fields: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if name not in _NOT_CACHED}
