@@ -30,8 +30,9 @@ from ..sources.tail import JsonDoc, JsonlTail, ZstdJsonl
 Key = tuple[int, int, int, int]
 BLOCK = 256
 """Sleeping files per compressed block of pickles."""
-NAMES_CHUNK = 4096
-"""Names written to the cache at a time."""
+NAMES_CHUNK = 1024
+"""Names written to the cache at a time (each chunk joined, then encoded: two copies of its
+names at the peak of a catch-up, ~0.3 MB)."""
 _CAN_SLEEP = (JsonlTail, ZstdJsonl, JsonDoc)
 """The followers that can sleep: those that know when a read would find nothing."""
 

@@ -31,7 +31,7 @@ from .session import ZERO, Run, Session, Subagent
 
 LABELS = ("agent", "cwd", "kind", "version", "model", "title_source")
 """Fields whose values many sessions share: kept as indexes into `Asleep.labels` (0: None)."""
-FLOATS = ("started_at", "updated_at", "reported_cost")
+FLOATS = ("started_at", "updated_at")
 """Fields that are a float or None (NaN: None)."""
 COUNTS = ("born", "messages", "completed", "interrupted", "failed", "tool_calls", "tool_errors")
 TOKENS = ("input", "output", "cache_read", "cache_write", "reasoning")
@@ -41,9 +41,9 @@ REFERENCES = ("files",)
 """Fields kept by reference (its files are the engine's own names)."""
 EXTRAS = ("subs", "runs", "last_turn")
 """Fields a finished session rarely has: a side table by row, only for rows that have them."""
-OTHERS = ("session_id", "cost", "title")
-"""The id (16 bytes, or by reference when not a UUID), the estimated cost (a double) and the
-title (UTF-8, in one array of bytes; None: a flag)."""
+OTHERS = ("session_id", "cost", "title", "reported_cost")
+"""The id (16 bytes, or by reference when not a UUID), the estimated cost (a double), the title
+(UTF-8, in one array of bytes; None: a flag) and the cost the agent reported (few do: by row)."""
 OPEN = ("turn_open_at", "tools")
 """Fields of open work: None in every session that sleeps."""
 
@@ -74,8 +74,9 @@ class Asleep:
         self.flags = bytearray()
         self.ids = bytearray()  # 16 bytes per row: a UUID's; zeros: in `named`
         self.named: dict[int, str] = {}
+        self.reported: dict[int, float] = {}  # `reported_cost`, of the rows that have one
         self.titles = bytearray()  # UTF-8, one after another (a `title_ends`' row: where it ends)
-        self.title_ends = array("Q")
+        self.title_ends = array("I")
         self.files: list[str | tuple[str, ...] | None] = []
         self.extras: dict[int, Extras] = {}
         self.buckets: list[bytearray | None] = [None] * _BUCKETS
@@ -113,6 +114,8 @@ class Asleep:
         else:
             self.ids += _NO_ID
             self.named[row] = sid
+        if session.reported_cost is not None:
+            self.reported[row] = session.reported_cost
         if title:
             self.titles += title.encode("utf-8", "surrogatepass")  # lone surrogates too
         self.title_ends.append(len(self.titles))
@@ -141,6 +144,7 @@ class Asleep:
         self.files[row] = None
         self.extras.pop(row, None)
         self.named.pop(row, None)
+        self.reported.pop(row, None)
         self.awake += 1
         if self.awake > 1024 and self.awake * 2 >= self.rows:
             self._compact()
@@ -236,6 +240,7 @@ class Asleep:
             closed=bool(flags & 2),
             title=self._title(row),
             files=self.files[row],
+            reported_cost=self.reported.get(row),
             **fields,
         )
 
@@ -250,7 +255,8 @@ class Asleep:
         self.label_rows, self.floats, self.costs, self.counts, self.tokens, self.flags = new
         self.ids = bytearray(b"".join(ids[row * 16 : row * 16 + 16] for row in kept))
         self.named = {renumbered[row]: sid for row, sid in named.items()}
-        self.titles, self.title_ends = bytearray(), array("Q")
+        self.reported = {renumbered[row]: usd for row, usd in self.reported.items()}
+        self.titles, self.title_ends = bytearray(), array("I")
         for row in kept:
             self.titles += (titles[row] or "").encode("utf-8", "surrogatepass")
             self.title_ends.append(len(self.titles))
