@@ -35,6 +35,17 @@ COMPILED = (
     "coding_agent_exporter/harnesses/codex/fields.py",
     "coding_agent_exporter/harnesses/codex/rollout.py",
     "coding_agent_exporter/harnesses/codex/tools.py",
+    "coding_agent_exporter/state/asleep.py",
+    "coding_agent_exporter/state/attributes.py",
+    "coding_agent_exporter/state/base.py",
+    "coding_agent_exporter/state/responses.py",
+    "coding_agent_exporter/state/seen.py",
+    "coding_agent_exporter/state/session.py",
+    "coding_agent_exporter/state/spend.py",
+    "coding_agent_exporter/state/state.py",
+    "coding_agent_exporter/state/totals.py",
+    "coding_agent_exporter/state/windows.py",
+    "coding_agent_exporter/state/work.py",
 )
 """The modules every record goes through (read, decoded, turned into events, folded); each
 must be mypyc-safe: no `__dict__`, no monkeypatching, what the cache pickles reducible

@@ -6,13 +6,16 @@ import os
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from coding_agent_exporter.events import ModelResponded, UsageTotalsRead
+from coding_agent_exporter.events import Event, ModelResponded, UsageTotalsRead
 from coding_agent_exporter.runtime.engine import Engine
+from coding_agent_exporter.runtime.following import Following
+from coding_agent_exporter.runtime.found import Source
 from coding_agent_exporter.state.health import Stats
 from coding_agent_exporter.state.labels import ProjectLabel
 from coding_agent_exporter.state.state import State
@@ -306,36 +309,43 @@ _USAGE_KEYS = {
 }
 
 
-class _Carried(State):
-    """A state that notes, per session, the usage no response can show (`carried`: Vibe's
-    totals of responses whose records are gone; a session's totals as the agent states them,
-    `UsageTotalsRead`: Droid's), the largest per id as the state counts it."""
+def _carried(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str], dict[str, int]]:
+    """Per session and id, the usage no response can show (`carried`: Vibe's totals of
+    responses whose records are gone; a session's totals as the agent states them,
+    `UsageTotalsRead`: Droid's), the largest per id as the state counts it: noted as the engine
+    folds each event (around its fold: a `State` compiled by mypyc, `setup.py`, takes no
+    interpreted subclass)."""
+    carried: dict[tuple[str, str], dict[str, int]] = {}
+    fold = Following._apply
 
-    def __init__(self, observer: SpanWriter) -> None:
-        super().__init__(observer=observer)
-        self.carried: dict[tuple[str, str], dict[str, int]] = {}
+    def noting(self: Following, source: Source, events: list[Event], read_from: Any = None) -> None:
+        for event in events:
+            key: tuple[str, str] | None = None
+            if isinstance(event, ModelResponded) and event.carried:
+                key = (event.session_id, event.message_id)
+            elif isinstance(event, UsageTotalsRead):
+                sub, scope = event.subagent_id or "", event.scope
+                key = (event.session_id, f"totals {sub} {event.model} {scope}")
+            if key is not None:
+                known = carried.setdefault(key, {})
+                for kind, value in event.usage.as_dict().items():  # type: ignore[union-attr]
+                    known[kind] = max(known.get(kind, 0), value)
+        fold(self, source, events, read_from)
 
-    def apply(self, agent: str, event: object) -> None:
-        key: tuple[str, str] | None = None
-        if isinstance(event, ModelResponded) and event.carried:
-            key = (event.session_id, event.message_id)
-        elif isinstance(event, UsageTotalsRead):
-            sub, scope = event.subagent_id or "", event.scope
-            key = (event.session_id, f"totals {sub} {event.model} {scope}")
-        if key is not None:
-            known = self.carried.setdefault(key, {})
-            for kind, value in event.usage.as_dict().items():  # type: ignore[union-attr]
-                known[kind] = max(known.get(kind, 0), value)
-        super().apply(agent, event)  # type: ignore[arg-type]
+    monkeypatch.setattr(Following, "_apply", noting)
+    return carried
 
 
-def test_chat_spans_are_the_responses_the_metrics_count(scenario: Path) -> None:
+def test_chat_spans_are_the_responses_the_metrics_count(
+    scenario: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One chat span per model response (one per response id, never two spans with one id),
     and over each session's traces their usage sums to its token counters, less usage no
     response shows."""
     memory = InMemorySpanExporter()
     provider = tracer_provider({}, memory, batch=False)
-    state = _Carried(SpanWriter(tracer(provider), ProjectLabel("path", "/home/user")))
+    state = State(SpanWriter(tracer(provider), ProjectLabel("path", "/home/user")))
+    noted = _carried(monkeypatch)
     Engine([source_for(scenario / "home")], state, Stats()).catch_up()
     state.refresh(NOW, lambda pid: None)
     provider.shutdown()
@@ -352,7 +362,7 @@ def test_chat_spans_are_the_responses_the_metrics_count(scenario: Path) -> None:
     }
     for (_, session_id), session in state.sessions.items():
         mine = [s for s in chats if session_of[s.context.trace_id] == session_id]
-        carried = [c for (owner, _), c in state.carried.items() if owner == session_id]
+        carried = [c for (owner, _), c in noted.items() if owner == session_id]
         for kind, key in _USAGE_KEYS.items():
             shown = sum(int((s.attributes or {}).get(key, 0)) for s in mine)  # type: ignore[arg-type]
             less = sum(c.get(kind, 0) for c in carried)

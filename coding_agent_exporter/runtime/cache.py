@@ -53,6 +53,7 @@ import zstandard
 from ..events import Usage
 from ..sources import statedir
 from ..state.asleep import Asleep
+from ..state.attributes import assign, attributes
 from ..state.session import ZERO, Session
 from .dormant import Sleepers
 
@@ -476,8 +477,8 @@ def _flattened(snapshot: Snapshot, index: Index | None = None) -> Snapshot:
         state["awake"] = _Flat(_SESSION_WIDTH, _session_values(sessions.values(), index))
     asleep = state.get("asleep")
     if isinstance(asleep, Asleep):
-        state["asleep"] = written = object.__new__(Asleep)  # the same columns but its files
-        vars(written).update(vars(asleep), files=[_indexed(f, index) for f in asleep.files])
+        state["asleep"] = written = Asleep()  # the same columns but its files
+        assign(written, {**attributes(asleep), "files": [_indexed(f, index) for f in asleep.files]})
     return replace(snapshot, files=files, state=state, dormant=None)  # type: ignore[arg-type]
 
 
@@ -495,17 +496,19 @@ def _rebuilt(loaded: object, dormant: Sleepers) -> Snapshot:
     if isinstance(sessions, _Run):
         if sessions.width != _SESSION_WIDTH:
             raise TypeError(f"sessions are not a run of {_SESSION_WIDTH}")
-        loaded.state["awake"] = {(s.agent, s.session_id): s for s in map(_session, sessions.rows())}
-        for session in loaded.state["awake"].values():
-            session.files = _named(session.files, dormant.names)
+        made = (_session(row, dormant.names) for row in sessions.rows())
+        loaded.state["awake"] = {(s.agent, s.session_id): s for s in made}
     asleep = loaded.state.get("asleep")
     if isinstance(asleep, Asleep):
         asleep.files = [_named(files, dormant.names) for files in asleep.files]
     return loaded
 
 
-def _session(row: list[Any]) -> Session:
+def _session(row: list[Any], names: list[str]) -> Session:
+    """The session of `row`, its files named again before it is made (a `Session` compiled by
+    mypyc, `setup.py`, checks the type of each field: it takes no index for its files)."""
     end = _TOKENS + len(_USAGE)
-    counts = row[_TOKENS:end]
-    args = [*row[:_TOKENS], Usage(*counts) if any(counts) else ZERO, *row[end:]]
+    counts, after = row[_TOKENS:end], row[end:]
+    after[_FILES] = _named(after[_FILES], names)
+    args = [*row[:_TOKENS], Usage(*counts) if any(counts) else ZERO, *after]
     return Session(*args)

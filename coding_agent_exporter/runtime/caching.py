@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..state.attributes import assign, attributes
 from . import pool
 from .cache import Cache, Snapshot
 from .dormant import Sleepers, settled
@@ -47,7 +48,7 @@ class Caching(Parts):
             harnesses=[source.harness for source in self.sources],
             held=[None if s.held is None else _saved(vars(s.held)) for s in self.sources],
             files=files,
-            state=_saved(vars(self.state)),
+            state=_saved(attributes(self.state)),
             stats={name: getattr(self.stats, name) for name in _STATS_KEPT},
             dormant=sleeping,
         )
@@ -84,7 +85,7 @@ class Caching(Parts):
         names = self._sleepers.names
         self._files.update(zip(names, range(len(names)), strict=True))
         with self.state.lock:
-            vars(self.state).update(snapshot.state)
+            assign(self.state, snapshot.state)
         for name, value in snapshot.stats.items():
             setattr(self.stats, name, value)
 

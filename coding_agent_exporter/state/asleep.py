@@ -27,6 +27,7 @@ from pickle import PickleBuffer
 from typing import Any
 
 from ..events import Usage
+from .attributes import assign, attributes
 from .session import ZERO, Run, Session, Subagent
 
 LABELS = ("agent", "cwd", "kind", "version", "model", "title_source")
@@ -269,11 +270,16 @@ class Asleep:
                 self.buckets[index] = _renumbered(bucket, renumbered)
         self.rows, self.awake = len(kept), 0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its state: a class compiled by mypyc (`setup.py`) is
+        not made without calling it."""
+        return Asleep, (), self.__getstate__()
+
     def __getstate__(self) -> dict[str, Any]:
         """Columns as buffers, written from their own memory (no copy: the cache is written at
         the peak of a catch-up), read back as `bytearray`s (the cache's unpickler takes no
         `array`)."""
-        state = dict(vars(self))
+        state = attributes(self)
         del state["_label_of"]
         for name in _ARRAYS:
             state[name] = (state[name].typecode, PickleBuffer(state[name]))
@@ -287,7 +293,7 @@ class Asleep:
             column = array(typecode)
             column.frombytes(raw)
             state[name] = column
-        vars(self).update(state)
+        assign(self, state)
         self._label_of = {label: i for i, label in enumerate(self.labels) if label is not None}
 
 

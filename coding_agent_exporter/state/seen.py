@@ -11,6 +11,7 @@ about 500 bytes.
 from __future__ import annotations
 
 from hashlib import blake2b
+from typing import Any
 
 BITS = 14
 BUCKETS = 1 << BITS
@@ -20,6 +21,14 @@ class SeenIds:
     def __init__(self) -> None:
         self._buckets: list[bytearray | None] = [None] * BUCKETS
         self._count = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made by `__init__`, then given its buckets (the catch-up cache keeps them): a class
+        compiled by mypyc (`setup.py`) is not made without calling it."""
+        return SeenIds, (), {"_buckets": self._buckets, "_count": self._count}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._buckets, self._count = state["_buckets"], state["_count"]
 
     def add(self, *parts: str) -> bool:
         """Remember the id; True if it had been seen before."""
