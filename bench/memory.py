@@ -214,7 +214,7 @@ def breakdown(home: Path) -> None:
         where = f"{Path(frame.filename).name}:{frame.lineno}"
         blocks = stat.count / files
         print(f"    {where:28} {stat.size / files:6.0f} B/file {blocks:6.2f} blocks/file")
-    engine._pending = None  # the cache's content: made again below
+    engine._pending = False  # the cache's content (beside it): made again below
     gc.collect()
     tracemalloc.reset_peak()
     before = tracemalloc.get_traced_memory()[0]

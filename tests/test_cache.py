@@ -376,6 +376,22 @@ def test_the_cache_is_never_written_in_an_agent_folder(
     assert any("agent folder" in r.getMessage() for r in caplog.records)
 
 
+def test_the_catch_up_writes_the_cache_beside_its_place_and_saving_puts_it_there(
+    tmp_path: Path,
+) -> None:
+    """The content is written to a private file as it is made (never held in memory whole, at
+    the peak of a catch-up); `save_cache` renames it into place, as `statedir.write` would."""
+    config = parse(["metrics", *home_flags(INTERACTIVE), "--state.dir", str(tmp_path)], {})
+    made = App(config, process_metrics=False, clock=lambda: NOW, probe=lambda _: None, cache=True)
+    made.catch_up()
+    assert cache_files(tmp_path) == []
+    (beside,) = [p for p in tmp_path.rglob("*.tmp")]
+    assert beside.stat().st_mode & 0o777 == 0o600 and beside.read_bytes().startswith(MAGIC)
+    made.engine.save_cache()
+    assert len(cache_files(tmp_path)) == 1 and not beside.exists()
+    assert Cache(tmp_path, [("claude-code", agent_home(INTERACTIVE))]).load() is not None
+
+
 def test_only_the_commands_use_the_cache(tmp_path: Path) -> None:
     app(INTERACTIVE, tmp_path, cache=False)
     assert cache_files(tmp_path) == []

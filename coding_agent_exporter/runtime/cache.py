@@ -46,7 +46,7 @@ from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import zstandard
 
@@ -249,27 +249,43 @@ class Cache:
         return snapshot
 
     def dumps(self, snapshot: Snapshot, index: Index | None = None) -> memoryview | None:
-        """The file's content for `snapshot` (a view of the buffer it was written to: no copy at
-        the moment memory peaks); None (logged) when something will not pickle. `index`: each
-        sleeping file's index among `snapshot.dormant`'s by its name (the engine's own table,
-        whose other values are not ints), else made here."""
+        """The file's content for `snapshot` (a view of the buffer it was written to); None
+        (logged) when something will not pickle. `index`: each sleeping file's index among
+        `snapshot.dormant`'s by its name (the engine's own table, whose other values are not
+        ints), else made here."""
+        out = io.BytesIO()
         try:
-            out = io.BytesIO()
-            out.write(MAGIC + self.header)
-            body = zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False)
-            snapshot.dormant.write(body)
-            _Pickler(body, protocol=pickle.HIGHEST_PROTOCOL).dump(_flattened(snapshot, index))
-            body.flush(zstandard.FLUSH_FRAME)
-            return out.getbuffer()
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as error:
+            self._dump(out, snapshot, index)
+        except _UNPICKLABLE as error:
             log.warning("catch-up cache not written: %r", error)
             return None
+        return out.getbuffer()
+
+    def prepare(self, snapshot: Snapshot, index: Index | None = None) -> bool:
+        """`dumps` written as it is made to a private file beside the cache (its content is
+        never held in memory, at the peak of a catch-up), which `commit` puts in place; False
+        (logged) when it cannot be."""
+        if not self._writable():
+            return False
+        try:
+            statedir.prepare(self.path, lambda out: self._dump(out, snapshot, index))
+        except (*_UNPICKLABLE, OSError) as error:
+            log.warning("catch-up cache %s not written: %r", self.path, error)
+            return False
+        return True
+
+    def commit(self) -> bool:
+        """What `prepare` wrote, in the cache's place; False (logged) when it cannot be."""
+        try:
+            statedir.commit(self.path)
+        except OSError as error:
+            log.warning("catch-up cache %s not written: %s", self.path, error)
+            return False
+        return True
 
     def write(self, body: bytes | memoryview) -> bool:
         """Write the cache atomically; False (logged) when it cannot be written."""
-        inside = next((h for h in self.homes if self.path.is_relative_to(h)), None)
-        if inside is not None:
-            log.warning("catch-up cache not written: %s lies in agent folder %s", self.path, inside)
+        if not self._writable():
             return False
         try:
             statedir.write(self.path, body)
@@ -278,12 +294,29 @@ class Cache:
             return False
         return True
 
+    def _writable(self) -> bool:
+        inside = next((h for h in self.homes if self.path.is_relative_to(h)), None)
+        if inside is not None:
+            log.warning("catch-up cache not written: %s lies in agent folder %s", self.path, inside)
+        return inside is None
+
+    def _dump(self, out: IO[bytes], snapshot: Snapshot, index: Index | None) -> None:
+        out.write(MAGIC + self.header)
+        body = zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False)
+        snapshot.dormant.write(body)
+        _Pickler(body, protocol=pickle.HIGHEST_PROTOCOL).dump(_flattened(snapshot, index))
+        body.flush(zstandard.FLUSH_FRAME)
+
 
 def _decoded(body: memoryview) -> Snapshot:
     """The snapshot in a cache file's `body` (after its header)."""
     stream = zstandard.ZstdDecompressor().stream_reader(body)
     dormant = Sleepers.read(stream)
     return _rebuilt(_Unpickler(stream).load(), dormant)
+
+
+_UNPICKLABLE = (pickle.PicklingError, TypeError, AttributeError, RecursionError)
+"""What pickling a snapshot raises when something in it will not pickle."""
 
 
 class Refused(pickle.UnpicklingError):

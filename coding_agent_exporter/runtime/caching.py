@@ -17,13 +17,14 @@ __all__ = ["Caching", "known"]
 
 class Caching(Parts):
     cache: Cache | None
-    _pending: memoryview | None
+    _pending: bool
 
     def save_cache(self) -> None:
-        """Write the result of the catch-up to the cache, if it differs from what was loaded."""
-        if self.cache is not None and self._pending is not None:
-            self.cache.write(self._pending)
-        self._pending = None
+        """Put the result of the catch-up in the cache's place (written beside it by `prepare`),
+        if it differs from what was loaded."""
+        if self.cache is not None and self._pending:
+            self.cache.commit()
+        self._pending = False
 
     def _snapshot(self) -> Snapshot:
         """What the engine knows, for the cache; the files that can sleep fall asleep

@@ -87,7 +87,7 @@ class Engine(Walking, Following, Caching):
         self._sliced = False  # `changed` at work: a large file is left unfinished, not read whole
         self._links: dict[str, str] = {}  # a linked file's real path → the link followed for it
         self._linked: set[str] = set()  # of the walk's files not read yet, those that are links
-        self._pending: memoryview | None = None  # the cache's new content, not written yet
+        self._pending = False  # the cache's new content written beside it, not in place yet
         self._cached = False  # reading on from the cache's result: a replaced file is stale
         self.rewritten: list[str] = []
         """Files followed since the catch-up that were written again from their start (truncated,
@@ -149,7 +149,7 @@ class Engine(Walking, Following, Caching):
         if self.cache is not None and not (fresh is not None and unchanged):
             with self.state.lock:  # what the files say, before the processes and the clock
                 self.state.spend.found()
-                self._pending = self.cache.dumps(self._snapshot(), self._files)
+                self._pending = self.cache.prepare(self._snapshot(), self._files)
         for source in self.sources:
             if source.held is not None:
                 self._apply(source, source.held.probe(list(source.held.sessions)))

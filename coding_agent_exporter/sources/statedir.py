@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -98,21 +99,43 @@ def _pid(lock: IO[bytes]) -> int | None:
 def write(path: Path, data: bytes | memoryview | str) -> None:
     """Replace `path` with `data` whole: a private temporary file beside it, flushed to the
     disk, then renamed over it (OSError when it cannot be: the temporary file is removed)."""
-    private_folder(path.parent)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}{TMP}")
     raw = data.encode() if isinstance(data, str) else data
+    prepare(path, lambda out: out.write(raw))
+    commit(path)
+
+
+def prepare(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
+    """The private temporary file beside `path` filled by `fill` and flushed to the disk, to be
+    renamed over `path` by `commit` (OSError, or what `fill` raised: it is removed)."""
+    private_folder(path.parent)
+    tmp = temporary(path)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         with os.fdopen(fd, "wb") as out:
-            out.write(raw)
+            fill(out)
             out.flush()
             os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def commit(path: Path) -> None:
+    """`prepare`'s file renamed over `path` (OSError when it cannot be: it is removed)."""
+    tmp = temporary(path)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     _sync_folder(path.parent)
+
+
+def temporary(path: Path) -> Path:
+    """Where `prepare` writes what will replace `path`."""
+    return path.with_name(f"{path.name}.{os.getpid()}{TMP}")
 
 
 def _sync_folder(folder: Path) -> None:
