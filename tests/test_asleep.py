@@ -295,3 +295,21 @@ def test_a_session_with_open_work_cannot_sleep() -> None:
     )
     running = Subagent(agent_id="a2")
     assert not Asleep.can_sleep(dataclasses.replace(session, subs={"a2": running}))
+
+
+def test_the_briefs_of_a_frozen_copy_are_made_after_the_lock_and_keep_still() -> None:
+    """A list of sessions copies the columns under the state's lock and reads them after it:
+    the copy lists what was there when it was made, whatever sleeps or wakes since."""
+    state = State()
+    state.files_asleep = lambda name: True
+    for n in range(4):
+        fold(state, f"7141e000-0000-4000-8000-00000000000{n}", 100.0 * n)
+    state.doze(everything=True)
+    fold(state, "s-awake", 1000.0)
+    before = list(state.sessions.briefs())
+    frozen = state.sessions.frozen()
+    assert list(frozen.briefs()) == before
+    state.session(A, "7141e000-0000-4000-8000-000000000002")  # woken
+    fold(state, "s-new", 2000.0)
+    state.doze(everything=True)
+    assert list(frozen.briefs()) == before != list(state.sessions.briefs())

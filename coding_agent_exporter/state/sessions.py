@@ -81,6 +81,11 @@ class Sessions(Mapping[Key, Session]):
         for _, brief in found:
             yield brief
 
+    def frozen(self) -> Sessions:
+        """What `briefs` reads, copied (under the state's lock: a few ms for 100,000 sleeping
+        sessions, where their briefs take 0.25 s); the awake ones are the same records."""
+        return Sessions(dict(self.awake), self.asleep.frozen())
+
     def _ordered(self) -> Iterator[tuple[Key, Session | None]]:
         """Keys in the order they were first known, with the awake session (None: asleep)."""
         if not len(self.asleep):

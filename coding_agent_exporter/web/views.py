@@ -98,15 +98,17 @@ _Listed = tuple[str, str, str, float, tuple[str, str], str | None]
 
 
 def _listed(state: State, project: ProjectLabel, history: bool) -> list[_Listed]:
-    """The sessions a list holds, without their rows: under the state's lock, what each is
-    listed by (`Brief`: sleeping sessions are read from their columns, no `Session` made) and
+    """The sessions a list holds, without their rows: what each is listed by (`Brief`: sleeping
+    sessions are read from their columns, copied under the state's lock, no `Session` made) and
     the live ones' states (a few); the page's rows are made under the lock again."""
     with state.lock:
         sessions = state.sessions
-        briefs = list(sessions.briefs()) if history else []
+        frozen = sessions.frozen() if history else None
         live = {key: (entry, state.status(key, entry)[0]) for key, entry in state.live.items()}
         if not history:
             briefs = [_brief(s) for key in live if (s := sessions.get(key)) is not None]
+    if frozen is not None:  # read after the lock is let go (an awake one's field: a moment old)
+        briefs = list(frozen.briefs())
     projects: dict[str | None, str] = {}
     listed = []
     for brief in briefs:
