@@ -167,6 +167,7 @@ _SITES = (  # where an allocation was made (first match) → what it is
     ("/runtime/dormant.py", "sleeping files (dormant: columns, blocks, an int each)"),
     ("/runtime/walking.py", "paths (a str per file: the engine's key, shared)"),
     ("/runtime/cache.py", "the catch-up cache's content, until it is written"),
+    ("/runtime/snapshot.py", "the catch-up cache's content, until it is written"),
     ("/runtime/", "engine: the file table, per-file entries"),
     ("/sources/tail.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),
     ("dataclasses.py", "followers (tail.JsonlTail: cursor, identity, first bytes)"),

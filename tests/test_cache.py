@@ -17,9 +17,11 @@ import zstandard
 from prometheus_client import generate_latest
 
 from coding_agent_exporter.runtime import cache as cache_module
+from coding_agent_exporter.runtime import digest as digest_module
 from coding_agent_exporter.runtime.app import App
-from coding_agent_exporter.runtime.cache import MAGIC, PACKAGE, Cache
+from coding_agent_exporter.runtime.cache import MAGIC, Cache
 from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.runtime.digest import PACKAGE
 from coding_agent_exporter.sources import tail
 
 from .conftest import FIXTURES, NOW, agent_home, all_scenarios, home_flags, scenario_id
@@ -280,6 +282,9 @@ def test_a_cache_of_other_homes_or_other_code_is_not_used(
         "runtime/walking.py",
         "runtime/following.py",
         "runtime/caching.py",
+        "runtime/cache.py",
+        "runtime/digest.py",
+        "runtime/snapshot.py",
         "runtime/config.py",
         "runtime/dormant.py",
     ],
@@ -328,9 +333,9 @@ def test_every_module_that_runs_while_reading_is_in_the_digest(tmp_path: Path) -
                 made.engine.save_cache()
             finally:
                 sys.setprofile(None)
-    ran |= cache_module.compiled(PACKAGE)  # a compiled module runs no Python frame to see
+    ran |= digest_module.compiled(PACKAGE)  # a compiled module runs no Python frame to see
     assert "harnesses/claude_code/journal.py" in ran and "runtime/dormant.py" in ran
-    assert ran <= cache_module.reading(), sorted(ran - cache_module.reading())
+    assert ran <= digest_module.reading(), sorted(ran - digest_module.reading())
 
 
 def test_a_compiled_build_does_not_read_the_cache_of_a_pure_one(tmp_path: Path) -> None:
@@ -340,8 +345,8 @@ def test_a_compiled_build_does_not_read_the_cache_of_a_pure_one(tmp_path: Path) 
         skipped = shutil.ignore_patterns("__pycache__", *(f"*{s}" for s in EXTENSION_SUFFIXES))
         shutil.copytree(PACKAGE, copy, ignore=skipped)
     (built / f"events{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
-    assert cache_module.compiled(pure) == set()
-    assert cache_module.compiled(built) == {"events.py"}
+    assert digest_module.compiled(pure) == set()
+    assert digest_module.compiled(built) == {"events.py"}
     assert _digest_of(built) != _digest_of(pure)
 
 
@@ -355,14 +360,14 @@ def _digests_around(tmp_path: Path, module: str) -> tuple[str, str]:
 
 
 def _digest_of(package: Path) -> str:
-    saved = cache_module.PACKAGE
-    cache_module.PACKAGE = package
-    cache_module.code_digest.cache_clear()
+    saved = digest_module.PACKAGE
+    digest_module.PACKAGE = package
+    digest_module.code_digest.cache_clear()
     try:
-        return cache_module.code_digest()
+        return digest_module.code_digest()
     finally:
-        cache_module.PACKAGE = saved
-        cache_module.code_digest.cache_clear()
+        digest_module.PACKAGE = saved
+        digest_module.code_digest.cache_clear()
 
 
 def test_the_cache_is_never_written_in_an_agent_folder(

@@ -31,8 +31,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from coding_agent_exporter.runtime.app import App
-from coding_agent_exporter.runtime.cache import PACKAGE, compiled
 from coding_agent_exporter.runtime.config import parse
+from coding_agent_exporter.runtime.digest import PACKAGE, compiled
 from coding_agent_exporter.web.views import session_rows
 
 from .conftest import NOW, ROOT, all_scenarios, home_flags, scenario_id
@@ -159,7 +159,7 @@ def outputs_of(package: Path, scratch: Path) -> dict[str, Any]:
     script = (
         "import sys, pathlib\n"
         f"sys.path.append({str(ROOT)!r})\n"
-        "from coding_agent_exporter.runtime.cache import PACKAGE\n"
+        "from coding_agent_exporter.runtime.digest import PACKAGE\n"
         f"assert PACKAGE == pathlib.Path({str(package)!r}), PACKAGE\n"
         "from tests.test_compiled import all_outputs\n"
         "all_outputs(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))\n"
