@@ -16,11 +16,13 @@ import sys
 import sysconfig
 import tempfile
 import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 PURE = "CODING_AGENT_EXPORTER_PURE_PYTHON"
 REQUIRE = "CODING_AGENT_EXPORTER_REQUIRE_COMPILED"
@@ -116,5 +118,20 @@ class BuildExt(build_ext):
             self.extensions = []
 
 
+class BuildPy(build_py):
+    """Copies the modules, first removing the extensions an earlier build left in the build
+    folder (pip builds in the checkout's `build/`): a wheel holds only what this build made."""
+
+    def run(self) -> None:
+        root = Path(self.build_lib)
+        for found in [
+            *root.glob("coding_agent_exporter*"),
+            *root.glob("coding_agent_exporter/**/*"),
+        ]:
+            if found.is_file() and found.name.endswith(tuple(EXTENSION_SUFFIXES)):
+                found.unlink()
+        super().run()
+
+
 if __name__ == "__main__":
-    setup(ext_modules=compiled_modules(), cmdclass={"build_ext": BuildExt})
+    setup(ext_modules=compiled_modules(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy})
