@@ -135,7 +135,8 @@ class Windows:
             # first is tried on the window before, which stays the last one kept)
             keep = max(0, bisect_right(self.starts, self.dirty) - 1)
             begin = self.starts[keep] if self.starts else 0
-            del self.found[keep:], self.starts[keep:], self.best[keep:]
+            # the last window kept may take groups again: its best is found again too
+            del self.found[keep:], self.starts[keep:], self.best[max(0, keep - 1) :]
             self._find(begin)
             for at in range(len(self.best), len(self.found)):
                 before = self.best[-1] if self.best else at
