@@ -1,10 +1,10 @@
 """The PEP 517 backend (`pyproject.toml`, `backend-path`): setuptools', asking for mypy only for
 a wheel that will be compiled (`setup.py`).
 
-`pip install .` builds a wheel: it gets mypy (mypyc) as a build requirement and compiles the
-per-record modules. An editable install (`pip install -e`, the tests' and `.ci/run`'s) and a
-source distribution stay pure Python and need no mypy; so does any build under
-`CODING_AGENT_EXPORTER_PURE_PYTHON=1`.
+`pip install .` builds a wheel: it gets mypy (mypyc) and what its type check imports (`TYPED`)
+as build requirements and compiles the per-record modules. An editable install (`pip install
+-e`, the tests' and `.ci/run`'s) and a source distribution stay pure Python and need no mypy;
+so does any build under `CODING_AGENT_EXPORTER_PURE_PYTHON=1`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,17 @@ from setuptools.build_meta import *  # noqa: F403  (every hook not overridden he
 PURE = "CODING_AGENT_EXPORTER_PURE_PYTHON"
 MYPYC = "mypy>=1.10"
 """What compiles: mypyc comes with mypy (the version the tests type-check with)."""
+TYPED = (
+    "msgspec>=0.18",
+    "zstandard>=0.22",
+    "psutil>=5.9",
+    "pyyaml>=6",
+    "types-psutil",
+    "types-PyYAML",
+)
+"""What mypyc's type check imports beside the package (a dependency, or its stubs): pip builds a
+wheel before it installs the dependencies, in an environment of its own holding only what this
+asks for; without them mypy fails on the first `import msgspec` and the wheel is pure."""
 
 
 @contextmanager
@@ -39,7 +50,7 @@ def _pure() -> Iterator[None]:
 def get_requires_for_build_wheel(config_settings: Any = None) -> list[str]:
     with _pure():
         requires: list[str] = _setuptools.get_requires_for_build_wheel(config_settings)
-    return requires if os.environ.get(PURE) == "1" else [*requires, MYPYC]
+    return requires if os.environ.get(PURE) == "1" else [*requires, MYPYC, *TYPED]
 
 
 def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: Any = None) -> str:
