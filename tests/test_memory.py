@@ -289,7 +289,7 @@ def test_a_gone_file_keeps_no_held_sessions(tmp_path: Path) -> None:
 
 _HEAP = """
 import sys
-from coding_agent_exporter.runtime import heap
+from coding_agent_exporter.sources import heap
 fixed = sys.argv[1] == "fixed" and heap.give_back_large_blocks()
 def rss():
     for line in open("/proc/self/status"):
@@ -315,7 +315,7 @@ print(fixed, before - rss())
 )
 def test_the_program_gives_large_blocks_back_to_the_system() -> None:
     """After a large block is freed glibc keeps blocks of up to its size in the heap, whose free
-    room stays with the process: the program fixes the threshold (`runtime.heap`), and 40 MiB of
+    room stays with the process: the program fixes the threshold (`sources.heap`), and 40 MiB of
     1 MiB blocks freed leave its RSS."""
     found = {}
     for how in ("fixed", "default"):

@@ -20,10 +20,9 @@ from typing import NoReturn
 from prometheus_client import generate_latest
 
 from ..prometheus.collectors import StateErrorsCollector
-from ..sources import mounts, platform, statedir
+from ..sources import heap, mounts, platform, statedir
 from ..sources.processes import CachedProbe, process_start
 from ..web.views import iso, session_rows, table
-from . import heap
 from .app import App, Spans
 from .config import Config, parse
 from .options import endpoint_configured
